@@ -1,0 +1,56 @@
+# Two commands set everything up on a fresh clone: `make demo` and `make test`.
+# A second run reuses the venv and the cached Delta jars (stamp files below).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+JARS   := $(VENV)/share/lakehouse/jars
+POM    := lakehouse/jvm/pom.xml
+PYTEST_ARGS ?=
+
+.PHONY: all setup demo test test-fast check-tools clean lint
+
+all: setup
+
+setup: check-tools $(VENV)/.installed $(JARS)/.resolved
+
+check-tools:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null || \
+	  { echo "error: Python 3.11+ is required (found: $$($(PYTHON) --version 2>&1)); set PYTHON=/path/to/python3.11" >&2; exit 1; }
+	@command -v java >/dev/null 2>&1 || \
+	  { echo "error: Java 17+ is required for Spark and was not found on PATH (install OpenJDK 17)" >&2; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	  [ -n "$$v" ] && [ "$$v" -ge 17 ] || \
+	  { echo "error: Java 17+ is required for Spark (found: $$(java -version 2>&1 | head -1))" >&2; exit 1; }
+
+$(VENV)/.installed: pyproject.toml
+	@echo ">> creating $(VENV) and installing lakehouse (first run takes a few minutes)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+# Delta Lake's JVM jars, resolved once from Maven Central with Maven and handed to Spark via
+# spark.jars (lakehouse/session.py). Without Maven, Spark resolves them itself with Ivy.
+$(JARS)/.resolved: $(POM) $(VENV)/.installed
+	@mkdir -p $(JARS)
+	@if command -v mvn >/dev/null 2>&1; then \
+	  echo ">> resolving Delta Lake jars from Maven Central into $(JARS)"; \
+	  mvn -q -B -f $(POM) dependency:copy-dependencies -DoutputDirectory=$(abspath $(JARS)) \
+	    -DincludeGroupIds=io.delta || { echo "error: could not resolve Delta jars with Maven (see above)" >&2; exit 1; }; \
+	else \
+	  echo "note: mvn not found; Spark will resolve Delta's jars with Ivy on first start"; \
+	fi
+	@touch $@
+
+demo: setup
+	$(BIN)/lakehouse demo --reset
+
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) warehouse .pytest_cache

@@ -1,0 +1,302 @@
+"""The command line: a thin click layer over ``lakehouse.project.Lakehouse``.
+
+Exit 0 on success, 1 on an error (one ``error: ...`` line on stderr), 2 on a usage error.
+With ``--format json`` stdout holds exactly one JSON document; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from lakehouse import output
+from lakehouse.errors import LakehouseError
+
+F = TypeVar("F", bound=Callable[..., Any])
+OUTPUTS = ("text", "json")
+
+
+class Ctx:
+    def __init__(self, project: str | None, warehouse: str | None, master: str | None, fmt: str | None) -> None:
+        self._args = (project, warehouse, master)
+        self.global_format = fmt
+        self._lh: Any = None
+
+    @property
+    def lakehouse(self) -> Any:
+        if self._lh is None:
+            from lakehouse.project import Lakehouse
+            from lakehouse.settings import Settings
+
+            self._lh = Lakehouse(Settings.resolve(*self._args))
+        return self._lh
+
+    def fmt(self, local: str | None) -> str:
+        f = local or self.global_format or "text"
+        return "text" if f == "table" else f
+
+
+def handle_errors(fn: F) -> F:
+    """Turn lakehouse errors into one ``error:`` line and exit 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LakehouseError as e:
+            _fail(str(e))
+        except KeyboardInterrupt:
+            _fail("interrupted")
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except Exception as e:  # noqa: BLE001 - the last line of defence: one line, exit 1
+            if os.environ.get("LAKEHOUSE_DEBUG"):
+                raise
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            _fail(f"unexpected {type(e).__name__}: {msg} (set LAKEHOUSE_DEBUG=1 for the traceback)")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {' '.join(message.split())}", err=True)
+    sys.exit(1)
+
+
+def _emit_json(doc: Any) -> None:
+    click.echo(output.dumps(doc))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--project", type=click.Path(file_okay=False), default=None, help="Project folder (default: current directory; LAKEHOUSE_PROJECT).")
+@click.option("--warehouse", default=None, help="Warehouse path or URI (default: <project>/warehouse; LAKEHOUSE_WAREHOUSE).")
+@click.option("--master", default=None, help="Spark master URL (default: local[*]; LAKEHOUSE_MASTER).")
+@click.option("--format", "fmt", type=click.Choice(["text", "table", "json", "csv"]), default=None,
+              help="Output format for any command (commands also take their own --format).")
+@click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
+@click.version_option(package_name="lakehouse")
+@click.pass_context
+def cli(ctx: click.Context, project: str | None, warehouse: str | None, master: str | None,
+        fmt: str | None, verbose: int) -> None:
+    """lakehouse: event-time fact tables on Delta Lake (Spark), verified by DuckDB."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    if verbose and "LAKEHOUSE_LOG_LEVEL" not in os.environ:
+        os.environ["LAKEHOUSE_LOG_LEVEL"] = "WARN" if verbose == 1 else "INFO"
+    ctx.obj = Ctx(project, warehouse, master, fmt)
+
+
+def format_option(choices: tuple[str, ...] = OUTPUTS) -> Callable[[F], F]:
+    return click.option("--format", "fmt", type=click.Choice(choices), default=None, help="Output format.")
+
+
+# -- migrate ----------------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--status", is_flag=True, help="List applied and pending migrations; change nothing.")
+@click.option("--dry-run", is_flag=True, help="Print what would be applied; change nothing.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def migrate(obj: Ctx, status: bool, dry_run: bool, fmt: str | None) -> None:
+    """Apply pending migrations (migrations/NNNN_<slug>.py) in order."""
+    lh = obj.lakehouse
+    if status:
+        st = lh.migration_status()
+        drift = []
+        for d in lh.definitions().values():
+            from lakehouse.physical import drift as drift_of
+
+            drift.extend(drift_of(d, lh.paths(d.name)))
+        doc = {
+            "applied": [a.name for a in st.applied],
+            "pending": [m.name for m in st.pending],
+            "changed": st.changed,
+            "drift": drift if not st.pending else [],
+        }
+        if obj.fmt(fmt) == "json":
+            _emit_json(doc)
+        else:
+            for a in st.applied:
+                click.echo(f"applied  {a.name}  {output.format_timestamp(a.applied_at)}  {a.checksum[:12]}")
+            for m in st.pending:
+                click.echo(f"pending  {m.name}")
+            for c in st.changed:
+                click.echo(f"CHANGED  {c}")
+            for d in doc["drift"]:
+                click.echo(f"DRIFT    {d}")
+            if not st.applied and not st.pending:
+                click.echo("no migrations in migrations/")
+        if st.changed:
+            sys.exit(1)
+        return
+    result = lh.migrate(dry_run=dry_run)
+    doc = {"applied": result.applied, "pending": result.pending}
+    if result.drift:
+        doc["drift"] = result.drift
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+    else:
+        if dry_run:
+            click.echo("would apply: " + (", ".join(result.pending) or "nothing (up to date)"))
+        else:
+            for name in result.applied:
+                click.echo(f"applied {name}")
+            if not result.applied:
+                click.echo("up to date: no pending migrations")
+    if result.drift:
+        _fail(f"the warehouse does not match tables/ after migrating: {result.drift[0]}"
+              + (f" (and {len(result.drift) - 1} more; see `lakehouse migrate --status`)" if len(result.drift) > 1 else ""))
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+@cli.command()
+@format_option()
+@click.pass_obj
+@handle_errors
+def tables(obj: Ctx, fmt: str | None) -> None:
+    """List tables and their state."""
+    states = obj.lakehouse.tables()
+    if obj.fmt(fmt) == "json":
+        _emit_json([s.as_dict() for s in states])
+        return
+    if not states:
+        click.echo("no tables defined in tables/")
+        return
+    click.echo(f"{'table':<20} {'live_rows':>10} {'archive_rows':>12} {'rejects':>8} {'cutoff':>12}  state")
+    for s in states:
+        cutoff = "-" if s.cutoff is None else str(s.cutoff)
+        state = "ok" if s.created else "not created (run lakehouse migrate)"
+        click.echo(f"{s.name:<20} {s.live_rows:>10} {s.archive_rows:>12} {s.rejects:>8} {cutoff:>12}  {state}")
+
+
+# -- load -------------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("table")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--format", "input_format", type=click.Choice(["csv", "json", "parquet"]), default=None,
+              help="Input file format (default: from each file's extension).")
+@click.option("--output", "out", type=click.Choice(OUTPUTS), default=None,
+              help="Output format (or the global `lakehouse --format json load ...`).")
+@click.pass_obj
+@handle_errors
+def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None, out: str | None) -> None:
+    """Upsert rows from FILES into TABLE's live store; bad rows go to rejects."""
+    result = obj.lakehouse.load(table, [str(Path(f)) for f in files], input_format)
+    doc = {
+        "rows_loaded": result.rows_loaded,
+        "rows_rejected": result.rows_rejected,
+        "files_rejected": [{"source": f.source, "reason": f.error} for f in result.files_rejected],
+        "rows_inserted": result.rows_inserted,
+        "rows_updated": result.rows_updated,
+        "load_id": result.load_id,
+    }
+    if obj.fmt(out) == "json":
+        _emit_json(doc)
+    else:
+        for f in result.files:
+            if f.error:
+                click.echo(f"{f.source}: REJECTED: {f.error}")
+            else:
+                click.echo(f"{f.source}: {f.rows_loaded} rows loaded, {f.rows_rejected} rejected")
+        click.echo(f"{table}: {result.rows_loaded} rows loaded ({result.rows_inserted} inserted, "
+                   f"{result.rows_updated} updated), {result.rows_rejected} rejected"
+                   + (f", {len(result.files_rejected)} file(s) rejected" if result.files_rejected else "")
+                   + ("; see `lakehouse rejects " + table + "`" if result.rows_rejected or result.files_rejected else ""))
+    if result.files_rejected:
+        first = result.files_rejected[0]
+        _fail(f"{first.error}; the file was set aside in rejects, other files were loaded")
+
+
+# -- rejects ----------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("table")
+@click.option("--limit", type=int, default=None, help="Show at most this many (newest).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
+    """List TABLE's rejected rows and files with reasons."""
+    rows = obj.lakehouse.rejects(table)
+    if limit is not None:
+        rows = rows[-limit:] if limit > 0 else []
+    docs = [{"source": r["source"], "line": r["line"], "reason": r["reason"], "record": r["record"], "at": r["at"]}
+            for r in rows]
+    if obj.fmt(fmt) == "json":
+        _emit_json(docs)
+        return
+    if not docs:
+        click.echo(f"{table}: no rejects")
+        return
+    for d in docs:
+        where = f"{d['source']}:{d['line']}" if d["line"] is not None else f"{d['source']} (whole file)"
+        click.echo(f"{output.format_timestamp(d['at'])}  {where}  {d['reason']}")
+        if d["record"]:
+            click.echo(f"    {d['record'][:200]}")
+
+
+# -- query ------------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("sql", required=False)
+@click.option("--file", "sql_file", type=click.Path(dir_okay=False), default=None, help="Read the SQL from a file.")
+@click.option("--engine", type=click.Choice(["spark", "duckdb"]), default="spark", show_default=True)
+@format_option(("table", "text", "json", "csv"))
+@click.pass_obj
+@handle_errors
+def query(obj: Ctx, sql: str | None, sql_file: str | None, engine: str, fmt: str | None) -> None:
+    """Run Spark SQL over all tables (each table is a view under its name)."""
+    if bool(sql) == bool(sql_file):
+        raise click.UsageError("give either SQL or --file F")
+    if sql_file:
+        try:
+            sql = Path(sql_file).read_text(encoding="utf-8")
+        except OSError as e:
+            raise LakehouseError(f"{sql_file}: cannot read: {e.strerror}") from None
+    assert sql is not None
+    result = obj.lakehouse.query(sql, engine)  # type: ignore[arg-type]
+    f = obj.fmt(fmt)
+    if f == "json":
+        _emit_json(result.to_pylist())
+    elif f == "csv":
+        click.echo(output.csv_text(result), nl=False)
+    else:
+        output.print_table(result)
+
+
+# -- demo -------------------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--reset", is_flag=True, help="Empty the warehouse first (it must hold only lakehouse data).")
+@click.option("--rows", type=int, default=20_000, show_default=True, help="Trips to generate.")
+@click.option("--days", type=int, default=4, show_default=True, help="UTC days of trips.")
+@click.pass_obj
+@handle_errors
+def demo(obj: Ctx, reset: bool, rows: int, days: int) -> None:
+    """The end-to-end demo on generated trips."""
+    from lakehouse.demo import run_demo
+
+    ok = run_demo(obj.lakehouse, reset=reset, rows=rows, days=days)
+    if not ok:
+        _fail("the engines disagreed on at least one saved query (see above)")
+
+
+def main() -> None:
+    """Console entry point."""
+    cli(prog_name="lakehouse")
+
+
+if __name__ == "__main__":
+    main()

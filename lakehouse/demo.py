@@ -1,0 +1,224 @@
+"""The end-to-end demo: generate trips, migrate, load (with upserts and bad rows), query on both
+engines, and say whether they agree."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lakehouse import output
+from lakehouse.errors import LakehouseError
+from lakehouse.settings import is_local
+
+CITIES = {  # city_id: (currency, local units per USD, base fare)
+    1: ("USD", 1.0, 3.0),
+    5: ("EUR", 0.92, 2.8),
+    18: ("BRL", 5.1, 2.0),
+    23: ("INR", 83.0, 1.2),
+    42: ("MXN", 17.2, 1.8),
+}
+VEHICLES = ("economy", "comfort", "xl", "moto")
+FIELDS = ("trip_id", "city_id", "driver_id", "rider_id", "status", "vehicle_type", "distance_km",
+          "duration_s", "surge", "fx_rate", "fare_local", "fare_total", "currency", "is_pool", "event_time")
+
+
+@dataclass
+class DemoFiles:
+    files: list[Path]
+    rows_written: int
+    bad_rows: int
+    upserts: int
+
+
+def _trip(rng: random.Random, i: int, start: dt.datetime, day_seconds: int) -> dict[str, Any]:
+    city = rng.choice(list(CITIES))
+    currency, per_usd, base = CITIES[city]
+    # Busier in the evening, some trips late at night.
+    t = start + dt.timedelta(seconds=rng.randrange(day_seconds))
+    distance = round(rng.lognormvariate(1.3, 0.7), 2)
+    surge = rng.choice((1.0, 1.0, 1.0, 1.2, 1.5, 2.0))
+    fare_usd = round((base + 1.1 * distance) * surge, 2)
+    return {
+        "trip_id": f"T{i:08d}",
+        "city_id": city,
+        "driver_id": rng.randrange(1000, 1400),
+        "rider_id": rng.randrange(100_000, 200_000),
+        "status": 1,
+        "vehicle_type": rng.choice(VEHICLES),
+        "distance_km": distance,
+        "duration_s": int(distance * rng.uniform(90, 240)),
+        "surge": surge,
+        "fx_rate": round(1 / per_usd, 6),
+        "fare_local": f"{fare_usd * per_usd:.2f}",
+        "fare_total": fare_usd,
+        "currency": currency,
+        "is_pool": rng.random() < 0.1,
+        "event_time": output.format_timestamp(t),
+    }
+
+
+def generate(folder: Path, rows: int, days: int, end: dt.date, seed: int = 7) -> DemoFiles:
+    """Write a realistic trips data set: one CSV per UTC day, a JSON Lines file of status
+    updates (upserts of earlier trips), a Parquet file, and some deliberately bad rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    per_day = max(1, rows // days)
+    files: list[Path] = []
+    trips: list[dict[str, Any]] = []
+    bad = 0
+    written = 0
+    for d in range(days):
+        day = end - dt.timedelta(days=days - 1 - d)
+        start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+        day_trips = [_trip(rng, len(trips) + k, start, 86_400) for k in range(per_day)]
+        trips.extend(day_trips)
+        path = folder / f"trips_{day:%Y%m%d}.csv"
+        with path.open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(FIELDS)
+            for k, t in enumerate(day_trips):
+                w.writerow(["true" if v is True else "false" if v is False else v for v in (t[c] for c in FIELDS)])
+                written += 1
+                if k % 997 == 500:  # a few bad lines per file, each with a different problem
+                    kind = (k // 997 + d) % 4
+                    row = [t[c] for c in FIELDS]
+                    if kind == 0:
+                        row[FIELDS.index("fare_total")] = "12,50"
+                    elif kind == 1:
+                        row[FIELDS.index("trip_id")] = ""
+                    elif kind == 2:
+                        row[FIELDS.index("event_time")] = "yesterday noon"
+                    else:
+                        row = row[:5]
+                    w.writerow(row)
+                    written += 1
+                    bad += 1
+        files.append(path)
+    # Status updates: most accepted trips complete, some are cancelled; a few complete twice
+    # in the same file (the later line wins).
+    updates = folder / "trip_updates.jsonl"
+    n_up = 0
+    with updates.open("w", encoding="utf-8") as f:
+        for t in trips:
+            r = rng.random()
+            if r < 0.85:
+                u = dict(t, status=2)
+            elif r < 0.95:
+                u = dict(t, status=3, fare_total=0.0, fare_local="0.00")
+            else:
+                continue
+            f.write(json.dumps(u) + "\n")
+            n_up += 1
+            written += 1
+            if r < 0.01:
+                u2 = dict(u, fare_total=round(u["fare_total"] + 1.0, 2))
+                f.write(json.dumps(u2) + "\n")
+                n_up += 1
+                written += 1
+        f.write('{"trip_id": "T99999999", "city_id": 1, "event_time": \n')  # truncated line
+        f.write('{"trip_id": "T99999998", "city_id": "five", "event_time": "2026-01-01T00:00:00Z"}\n')
+        written += 2
+        bad += 2
+    files.append(updates)
+    # Requests that were never accepted, as Parquet.
+    requested = []
+    for k in range(max(1, rows // 20)):
+        day = end - dt.timedelta(days=rng.randrange(days))
+        start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+        t = _trip(rng, 50_000_000 + k, start, 86_400)
+        t.update(status=0, driver_id=None, distance_km=None, duration_s=None, fare_total=None, fare_local=None)
+        requested.append(t)
+    table = pa.table({c: [r[c] for r in requested] for c in FIELDS})
+    ppath = folder / "requests.parquet"
+    pq.write_table(table, ppath)
+    files.append(ppath)
+    written += len(requested)
+    return DemoFiles(files, written, bad, n_up)
+
+
+def _is_lakehouse_warehouse(path: Path) -> bool:
+    return all(
+        (p / "live").exists() or p.name in ("_lakehouse", "_demo_input") or p.name.startswith(".")
+        for p in path.iterdir()
+    )
+
+
+def run_demo(lh: Any, reset: bool, rows: int, days: int) -> bool:
+    """Run the demo; True when both engines agreed on every saved query."""
+    started = time.monotonic()
+    wh = lh.settings.warehouse
+    if not is_local(wh):
+        raise LakehouseError(f"the demo writes local files; {wh} is not a local folder")
+    whp = Path(wh)
+    if whp.exists() and any(whp.iterdir()):
+        if not reset:
+            raise LakehouseError(f"warehouse {wh} is not empty; pass --reset to start the demo afresh")
+        if not _is_lakehouse_warehouse(whp):
+            raise LakehouseError(f"refusing to reset {wh}: it holds files that are not lakehouse tables")
+        import shutil
+
+        shutil.rmtree(whp)
+    whp.mkdir(parents=True, exist_ok=True)
+    say = click.echo
+    say(click.style("== lakehouse demo", bold=True) + f"  project {lh.settings.project}  warehouse {wh}")
+
+    end = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)
+    data = generate(whp / "_demo_input", rows, days, end)
+    say(f"\n-- generated {data.rows_written} input rows in {len(data.files)} files "
+        f"({data.upserts} status updates, {data.bad_rows} deliberately bad rows)")
+    for f in data.files:
+        say(f"   {f.relative_to(whp)}  ({os.path.getsize(f) // 1024} KiB)")
+
+    say("\n-- migrate")
+    m = lh.migrate()
+    for name in m.applied:
+        say(f"   applied {name}")
+    if m.drift:
+        raise LakehouseError(f"drift after migrating: {m.drift[0]}")
+
+    say("\n-- load (days first, then updates: later loads win)")
+    loaded = rejected = 0
+    for f in data.files:
+        r = lh.load("trips", [str(f)])
+        loaded += r.rows_loaded
+        rejected += r.rows_rejected
+        say(f"   {f.name:<24} {r.rows_loaded:>7} loaded ({r.rows_inserted} new, {r.rows_updated} updated) "
+            f"{r.rows_rejected:>4} rejected")
+    say(f"   rows in {data.rows_written} = loaded {loaded} + rejected {rejected}: "
+        + ("ok" if data.rows_written == loaded + rejected else "MISMATCH"))
+
+    rj = lh.rejects("trips")
+    say(f"\n-- rejects ({len(rj)}), first few:")
+    for r in rj[:5]:
+        say(f"   {Path(r['source']).name}:{r['line']}  {r['reason']}")
+
+    say("\n-- tables")
+    for s in lh.tables():
+        say(f"   {s.name}: live_rows={s.live_rows} archive_rows={s.archive_rows} rejects={s.rejects} cutoff={s.cutoff}")
+
+    say("\n-- saved queries on Spark and DuckDB")
+    all_ok = True
+    for q in lh.saved_queries():
+        s, d, cmp = lh.compare_engines(q.sql)
+        all_ok &= cmp.equal
+        verdict = click.style("engines agree", fg="green") if cmp.equal else click.style(f"ENGINES DIFFER: {cmp.detail}", fg="red")
+        say(f"\n   queries/{q.path.name}: {s.num_rows} rows, {verdict}")
+        output.print_table(s.slice(0, 8))
+    say(click.style("\n== summary", bold=True))
+    say(f"   rows loaded {loaded}, rejected {rejected}; live rows now {lh.tables()[0].live_rows} (upserts merged)")
+    say(f"   tables: {', '.join(s.name for s in lh.tables())}; data in {wh}")
+    say(f"   saved queries: {len(lh.saved_queries())}, " + ("all agree on Spark and DuckDB" if all_ok else "SOME DISAGREE"))
+    say(f"   took {time.monotonic() - started:.0f}s.  Try: .venv/bin/lakehouse query \"SELECT * FROM trips LIMIT 5\" --engine duckdb")
+    return all_ok

@@ -1,0 +1,41 @@
+"""One error root for everything lakehouse raises on purpose.
+
+Every message names the table, file, column or job involved and what to do; the CLI prints it
+as a single ``error: ...`` line and exits 1.
+"""
+
+
+class LakehouseError(Exception):
+    """Root of all expected lakehouse errors."""
+
+
+class ConfigError(LakehouseError):
+    """Bad settings or a bad table definition (names the file and field)."""
+
+
+class DefinitionError(ConfigError):
+    """A table definition in tables/*.yaml is invalid."""
+
+
+class MigrationError(LakehouseError):
+    """A migration could not be discovered, validated or applied."""
+
+
+class TableNotFound(LakehouseError):
+    """A table is not defined, or defined but not created in the warehouse yet."""
+
+
+class DriftError(LakehouseError):
+    """The physical tables in the warehouse do not match tables/*.yaml."""
+
+
+class InputError(LakehouseError):
+    """A whole input file cannot be read (missing, unreadable, unknown columns)."""
+
+
+class QueryError(LakehouseError):
+    """A query failed to parse or run on an engine."""
+
+
+class CommitConflict(LakehouseError):
+    """A Delta commit kept conflicting with concurrent writers after all retries."""

@@ -1,0 +1,185 @@
+"""Reading input files (CSV with header, JSON Lines, Parquet; .gz for text) into raw records.
+
+No engine here. A record that cannot be read becomes a ``RawReject`` with its line or record
+number and reason; a problem with the whole file (missing, unknown columns, no header) raises
+``InputError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from lakehouse.errors import InputError
+
+Format = Literal["csv", "json", "parquet"]
+FORMATS: tuple[Format, ...] = ("csv", "json", "parquet")
+_EXT = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet"}
+MAX_RAW = 10_000
+"""Raw records longer than this are cut in rejects (the reason says so)."""
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One record as read: its 1-based line (CSV, JSON) or record number (Parquet)."""
+
+    line: int
+    values: dict[str, Any]
+    raw: str
+
+
+@dataclass(frozen=True)
+class RawReject:
+    """A record that could not even be read as a record."""
+
+    line: int
+    raw: str
+    reason: str
+
+
+def detect_format(path: str, explicit: str | None) -> Format:
+    """The file's format: the explicit one, or from its extension (.gz ignored)."""
+    if explicit:
+        if explicit not in FORMATS:
+            raise InputError(f"{path}: unknown format {explicit!r} (expected csv, json or parquet)")
+        return explicit  # type: ignore[return-value]
+    name = path[:-3] if path.endswith(".gz") else path
+    ext = os.path.splitext(name)[1].lower()
+    if ext not in _EXT:
+        raise InputError(f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; pass --format csv|json|parquet")
+    return _EXT[ext]  # type: ignore[return-value]
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")  # noqa: SIM115
+
+
+def _check_columns(path: str, names: list[str], columns: list[str]) -> None:
+    known = set(columns)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(
+            f"{path}: unknown column{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)} "
+            f"(the table has: {', '.join(columns)})"
+        )
+
+
+def _cut(raw: str) -> str:
+    return raw if len(raw) <= MAX_RAW else raw[:MAX_RAW] + "...(cut)"
+
+
+def read_records(path: str, fmt: Format, columns: list[str]) -> Iterator[RawRecord | RawReject]:
+    """Yield the file's records in file order."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such file")
+    try:
+        if fmt == "csv":
+            yield from _read_csv(path, columns)
+        elif fmt == "json":
+            yield from _read_json(path, columns)
+        else:
+            yield from _read_parquet(path, columns)
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise InputError(f"{path}: cannot read: {e}") from None
+
+
+def _read_csv(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
+    with _open_text(path) as f:
+        reader = csv.reader(f, strict=True)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise InputError(f"{path}: empty file (a CSV file needs a header row of column names)") from None
+        except csv.Error as e:
+            raise InputError(f"{path}: line 1: bad CSV header: {e}") from None
+        header = [h.strip() for h in header]
+        if header and header[0].startswith("\ufeff"):
+            header[0] = header[0][1:]
+        dupes = sorted({h for h in header if header.count(h) > 1})
+        if dupes:
+            raise InputError(f"{path}: header repeats column {', '.join(repr(d) for d in dupes)}")
+        _check_columns(path, header, columns)
+        n = len(header)
+        line = reader.line_num
+        while True:
+            start = line + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                line = reader.line_num
+                yield RawReject(start, "", f"bad CSV: {e}")
+                continue
+            line = reader.line_num
+            if not row:
+                continue  # a blank line is no record
+            raw = _to_csv_line(row)
+            if len(row) != n:
+                yield RawReject(start, _cut(raw), f"expected {n} fields as in the header, got {len(row)}")
+                continue
+            yield RawRecord(start, dict(zip(header, row)), raw)
+
+
+def _to_csv_line(row: list[str]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(row)
+    return buf.getvalue()
+
+
+def _read_json(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
+    known = set(columns)
+    with _open_text(path) as f:
+        for i, text in enumerate(f, start=1):
+            text = text.rstrip("\r\n")
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text, parse_float=_json_float)
+            except ValueError as e:
+                yield RawReject(i, _cut(text), f"invalid JSON: {e}")
+                continue
+            if not isinstance(value, dict):
+                yield RawReject(i, _cut(text), f"expected a JSON object, got {type(value).__name__}")
+                continue
+            if not known.issuperset(value):
+                extra = [k for k in value if k not in known]
+                raise InputError(
+                    f"{path}: line {i}: unknown column{'s' if len(extra) > 1 else ''} "
+                    f"{', '.join(repr(k) for k in extra)} (the table has: {', '.join(columns)})"
+                )
+            yield RawRecord(i, value, _cut(text))
+
+
+def _json_float(s: str) -> Any:
+    # Keep the literal for decimals; converters turn it into float or Decimal as the column needs.
+    from decimal import Decimal
+
+    return Decimal(s)
+
+
+def _read_parquet(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for bad files
+        raise InputError(f"{path}: not a readable Parquet file: {e}") from None
+    names = pf.schema_arrow.names
+    _check_columns(path, names, columns)
+    n = 0
+    for batch in pf.iter_batches(batch_size=10_000):
+        for row in batch.to_pylist():
+            n += 1
+            yield RawRecord(n, row, _cut(json.dumps(row, default=str)))

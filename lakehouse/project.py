@@ -1,0 +1,141 @@
+"""The facade the CLI, the demo and the notebooks use: one object per project and warehouse."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from lakehouse import live, migrations
+from lakehouse.definitions import TableDefinition, get_definition, load_definitions
+from lakehouse.errors import QueryError
+from lakehouse.query import compare as compare_mod
+from lakehouse.query import sources
+from lakehouse.settings import Settings
+from lakehouse.warehouse import TablePaths, delta_exists, live_row_count
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+Engine = Literal["spark", "duckdb"]
+
+
+@dataclass(frozen=True)
+class TableState:
+    """A row of ``lakehouse tables``."""
+
+    name: str
+    created: bool
+    live_rows: int
+    archive_rows: int
+    rejects: int
+    cutoff: int | None
+    bound: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "live_rows": self.live_rows, "archive_rows": self.archive_rows,
+            "cutoff": self.cutoff, "bound": self.bound, "created": self.created, "rejects": self.rejects,
+        }
+
+
+@dataclass(frozen=True)
+class SavedQuery:
+    name: str
+    path: Path
+    sql: str
+
+
+class Lakehouse:
+    """One project (tables/, migrations/, queries/) over one warehouse."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    # -- engines --------------------------------------------------------------------------
+
+    def spark(self) -> "SparkSession":
+        """The process's SparkSession (started on first use)."""
+        from lakehouse.session import get_spark
+
+        return get_spark(self.settings.master)
+
+    # -- definitions ----------------------------------------------------------------------
+
+    def definitions(self) -> dict[str, TableDefinition]:
+        return load_definitions(self.settings.tables_dir)
+
+    def definition(self, table: str) -> TableDefinition:
+        return get_definition(self.settings.tables_dir, table)
+
+    def paths(self, table: str) -> TablePaths:
+        return TablePaths(self.settings.warehouse, table)
+
+    # -- migrations -----------------------------------------------------------------------
+
+    def migrate(self, dry_run: bool = False) -> migrations.MigrateResult:
+        return migrations.migrate(self.settings, self.spark, dry_run=dry_run)
+
+    def migration_status(self) -> migrations.MigrationStatus:
+        return migrations.status(self.settings)
+
+    # -- tables ---------------------------------------------------------------------------
+
+    def tables(self) -> list[TableState]:
+        """Every defined table and its state (from Delta logs; no Spark)."""
+        out = []
+        for name, _d in sorted(self.definitions().items()):
+            p = self.paths(name)
+            created = delta_exists(p.live)
+            out.append(
+                TableState(
+                    name=name,
+                    created=created,
+                    live_rows=live_row_count(p.live) if created else 0,
+                    archive_rows=live_row_count(p.archive) if created else 0,
+                    rejects=live_row_count(p.rejects) if created else 0,
+                    cutoff=None,
+                    bound=None,
+                )
+            )
+        return out
+
+    # -- live store -----------------------------------------------------------------------
+
+    def load(self, table: str, files: list[str], fmt: str | None = None) -> live.LoadResult:
+        return live.load(self.spark, self.settings.warehouse, self.definition(table), files, fmt)
+
+    def rejects(self, table: str) -> list[dict[str, Any]]:
+        self.definition(table)
+        return live.read_rejects(self.settings.warehouse, table)
+
+    # -- queries --------------------------------------------------------------------------
+
+    def query(self, sql: str, engine: Engine = "spark") -> pa.Table:
+        """Run SQL over all tables on one engine."""
+        tables = sources(self.settings.warehouse, self.definitions())
+        if engine == "spark":
+            from lakehouse.query import spark as spark_engine
+
+            return spark_engine.run(self.spark(), tables, sql)
+        if engine == "duckdb":
+            from lakehouse.query import duckdb as duck
+
+            return duck.run(tables, sql)
+        raise QueryError(f"unknown engine {engine!r} (expected spark or duckdb)")
+
+    def compare_engines(self, sql: str) -> tuple[pa.Table, pa.Table, compare_mod.Comparison]:
+        """Run SQL on both engines and compare the answers."""
+        s = self.query(sql, "spark")
+        d = self.query(sql, "duckdb")
+        return s, d, compare_mod.compare(s, d)
+
+    def saved_queries(self) -> list[SavedQuery]:
+        qdir = self.settings.queries_dir
+        if not qdir.is_dir():
+            return []
+        return [SavedQuery(p.stem, p, p.read_text(encoding="utf-8")) for p in sorted(qdir.glob("*.sql"))]

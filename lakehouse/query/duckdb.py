@@ -1,0 +1,86 @@
+"""Answering the same SQL from the same Delta tables with DuckDB, without Spark.
+
+The delta extension comes from the package index (duckdb-extension-delta) and is loaded from
+its installed file, so no extension repository is needed. DuckDB's TimeZone is set to UTC so
+that UTC days match Spark's.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from lakehouse.errors import ConfigError, QueryError
+from lakehouse.query import TableSource
+
+
+@lru_cache(maxsize=1)
+def delta_extension_path() -> str:
+    """The delta extension file shipped by the duckdb-extension-delta package."""
+    import duckdb
+
+    try:
+        import duckdb_extension_delta
+    except ImportError:
+        raise ConfigError("the DuckDB delta extension is not installed (pip install duckdb-extension-delta)") from None
+    base = Path(duckdb_extension_delta.__file__).parent / "extensions"
+    wanted = base / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+    if wanted.exists():
+        return str(wanted)
+    found = sorted(base.glob("*/delta.duckdb_extension"))
+    raise ConfigError(
+        f"no DuckDB delta extension for duckdb {duckdb.__version__} in {base} "
+        f"(found: {', '.join(p.parent.name for p in found) or 'none'}); pin matching versions"
+    )
+
+
+def connect() -> Any:
+    """A DuckDB connection with the delta extension loaded and TimeZone = UTC."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute(f"LOAD '{_lit(delta_extension_path())}'")
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def _lit(s: str) -> str:
+    return s.replace("'", "''")
+
+
+def _ident(s: str) -> str:
+    return '"' + s.replace('"', '""') + '"'
+
+
+def register_views(con: Any, tables: list[TableSource]) -> None:
+    for t in tables:
+        con.execute(f"CREATE OR REPLACE VIEW {_ident(t.name)} AS SELECT * FROM delta_scan('{_lit(t.live)}')")
+
+
+def transpile(sql: str) -> str:
+    """Spark SQL to DuckDB SQL (identifiers quoted: DuckDB reserves words Spark does not)."""
+    import sqlglot
+    from sqlglot.errors import ParseError
+
+    try:
+        statements = sqlglot.transpile(sql, read="spark", write="duckdb", identify=True)
+    except ParseError as e:
+        raise QueryError(f"cannot parse the SQL as Spark SQL: {str(e).splitlines()[0]}") from None
+    statements = [s for s in statements if s.strip()]
+    if len(statements) != 1:
+        raise QueryError(f"expected exactly one SQL statement, got {len(statements)}")
+    return statements[0]
+
+
+def run(tables: list[TableSource], sql: str, con: Any | None = None) -> pa.Table:
+    """Run one Spark SQL statement on DuckDB; the result as Arrow."""
+    con = con or connect()
+    register_views(con, tables)
+    duck_sql = transpile(sql)
+    try:
+        return con.execute(duck_sql).fetch_arrow_table()
+    except Exception as e:
+        raise QueryError(f"duckdb: {str(e).strip().splitlines()[0]} (SQL as run on DuckDB: {duck_sql})") from None

@@ -1,0 +1,224 @@
+"""Turning raw input values into typed values of a table's columns, row by row.
+
+Pure: no engine and no IO. Used by the loader for CSV (every value a string), JSON Lines
+(JSON scalars) and Parquet (typed values). Each failure is a ``BadValue`` whose message names
+the column and why, and ends up as the reason of a rejects row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lakehouse.definitions import TableDefinition
+from lakehouse.types import ColumnType
+
+UTC = dt.timezone.utc
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+_TRUE = {"true", "t", "1", "yes", "y"}
+_FALSE = {"false", "f", "0", "no", "n"}
+_FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+                "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
+
+
+class BadValue(ValueError):
+    """A value that does not fit its column; the message is the reject reason."""
+
+
+def _show(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def parse_timestamp(v: Any) -> dt.datetime:
+    """ISO 8601 to an aware UTC datetime; no offset means UTC."""
+    if isinstance(v, dt.datetime):
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    if isinstance(v, dt.date):
+        return dt.datetime(v.year, v.month, v.day, tzinfo=UTC)
+    if not isinstance(v, str):
+        raise BadValue(f"{_show(v)} is not an ISO 8601 timestamp")
+    s = v.strip()
+    if len(s) >= 11 and s[10] == " ":
+        s = s[:10] + "T" + s[11:]
+    try:
+        t = dt.datetime.fromisoformat(s)
+    except ValueError:
+        raise BadValue(f"{_show(v)} is not an ISO 8601 timestamp") from None
+    if len(s) == 10:  # a bare date is midnight UTC of that day
+        pass
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def parse_date(v: Any) -> dt.date:
+    """YYYY-MM-DD to a date."""
+    if isinstance(v, dt.datetime):
+        raise BadValue(f"{_show(v)} is a timestamp, not a date")
+    if isinstance(v, dt.date):
+        return v
+    if not isinstance(v, str):
+        raise BadValue(f"{_show(v)} is not a date (YYYY-MM-DD)")
+    try:
+        return dt.date.fromisoformat(v.strip())
+    except ValueError:
+        raise BadValue(f"{_show(v)} is not a date (YYYY-MM-DD)") from None
+
+
+def _int_converter(lo: int, hi: int, label: str) -> Callable[[Any], int]:
+    def conv(v: Any) -> int:
+        if isinstance(v, bool):
+            raise BadValue(f"{_show(v)} is a boolean, not {label}")
+        if isinstance(v, int):
+            n = v
+        elif isinstance(v, float):
+            if not v.is_integer():
+                raise BadValue(f"{_show(v)} is not {label}")
+            n = int(v)
+        elif isinstance(v, decimal.Decimal):
+            if v != v.to_integral_value():
+                raise BadValue(f"{_show(v)} is not {label}")
+            n = int(v)
+        elif isinstance(v, str):
+            try:
+                n = int(v.strip())
+            except ValueError:
+                raise BadValue(f"{_show(v)} is not {label}") from None
+        else:
+            raise BadValue(f"{_show(v)} is not {label}")
+        if not lo <= n <= hi:
+            raise BadValue(f"{n} is out of range for {label}")
+        return n
+
+    return conv
+
+
+def _double(v: Any) -> float:
+    if isinstance(v, bool):
+        raise BadValue(f"{_show(v)} is a boolean, not a double")
+    if isinstance(v, (int, float, decimal.Decimal)):
+        return float(v)
+    if isinstance(v, str):
+        s = v.strip()
+        if s.lower() in _FLOAT_WORDS:
+            return _FLOAT_WORDS[s.lower()]
+        try:
+            return float(s)
+        except ValueError:
+            raise BadValue(f"{_show(v)} is not a double") from None
+    raise BadValue(f"{_show(v)} is not a double")
+
+
+def _boolean(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return False
+    raise BadValue(f"{_show(v)} is not a boolean (true/false)")
+
+
+def _string(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bool, dict, list)):
+        raise BadValue(f"{_show(v)} is not a string")
+    if isinstance(v, (int, float, decimal.Decimal)):
+        return str(v)
+    raise BadValue(f"{_show(v)} is not a string")
+
+
+def _decimal_converter(precision: int, scale: int) -> Callable[[Any], decimal.Decimal]:
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    label = f"decimal({precision},{scale})"
+
+    def conv(v: Any) -> decimal.Decimal:
+        if isinstance(v, bool):
+            raise BadValue(f"{_show(v)} is a boolean, not {label}")
+        try:
+            if isinstance(v, float):
+                d = decimal.Decimal(repr(v))
+            elif isinstance(v, (int, decimal.Decimal)):
+                d = decimal.Decimal(v)
+            elif isinstance(v, str):
+                d = decimal.Decimal(v.strip())
+            else:
+                raise BadValue(f"{_show(v)} is not {label}")
+        except decimal.InvalidOperation:
+            raise BadValue(f"{_show(v)} is not {label}") from None
+        if not d.is_finite():
+            raise BadValue(f"{_show(v)} is not a finite {label}")
+        q = d.quantize(quantum, rounding=decimal.ROUND_HALF_EVEN)
+        if q != d:
+            raise BadValue(f"{_show(v)} has more than {scale} decimal places for {label}")
+        if len(q.as_tuple().digits) > precision and q != 0:
+            raise BadValue(f"{_show(v)} does not fit {label}")
+        return q
+
+    return conv
+
+
+def converter(t: ColumnType) -> Callable[[Any], Any]:
+    """The function that turns a raw non-null value into a value of type ``t``."""
+    if t.name == "string":
+        return _string
+    if t.name == "int":
+        return _int_converter(*INT32, "an int")
+    if t.name == "long":
+        return _int_converter(*INT64, "a long")
+    if t.name == "double":
+        return _double
+    if t.name == "boolean":
+        return _boolean
+    if t.name == "date":
+        return parse_date
+    if t.name == "timestamp":
+        return parse_timestamp
+    if t.name == "decimal":
+        assert t.precision is not None and t.scale is not None
+        return _decimal_converter(t.precision, t.scale)
+    raise ValueError(f"no converter for type {t}")
+
+
+class RowConverter:
+    """Converts one raw record (a mapping of column name to raw value) into a typed row.
+
+    ``empty_is_null`` treats empty strings as null (CSV, where an empty field is the only way
+    to write a null).
+    """
+
+    def __init__(self, definition: TableDefinition, empty_is_null: bool) -> None:
+        self.definition = definition
+        self.empty_is_null = empty_is_null
+        required = set(definition.primary_key) | {definition.event_time}
+        self._columns = [
+            (c.name, converter(c.type), (not c.nullable) or c.name in required, str(c.type))
+            for c in definition.columns
+        ]
+
+    def convert(self, record: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The typed row in column order; BadValue naming the column and reason otherwise."""
+        out = []
+        for name, conv, required, type_label in self._columns:
+            if name not in record:
+                if required:
+                    raise BadValue(f"column {name}: missing required column")
+                out.append(None)
+                continue
+            raw = record[name]
+            if raw is None or (self.empty_is_null and isinstance(raw, str) and raw == ""):
+                if required:
+                    raise BadValue(f"column {name}: null in a non-nullable column")
+                out.append(None)
+                continue
+            try:
+                out.append(conv(raw))
+            except BadValue as e:
+                raise BadValue(f"column {name}: {e}") from None
+        return tuple(out)

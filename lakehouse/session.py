@@ -1,0 +1,115 @@
+"""The one SparkSession of a process, with Delta Lake, UTC and quiet logs.
+
+Delta's JVM jars come from the cache the Makefile fills (.venv/share/lakehouse/jars, resolved
+with Maven from lakehouse/jvm/pom.xml) and are handed to Spark with ``spark.jars``; on a machine
+without that cache Spark resolves them itself (``spark.jars.packages``, Ivy). The same code runs
+on a cluster: pass ``--master`` or set LAKEHOUSE_MASTER.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakehouse.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+DELTA_VERSION = "4.0.1"
+DELTA_PACKAGE = f"io.delta:delta-spark_2.13:{DELTA_VERSION}"
+_LOCK = threading.Lock()
+_SESSION: "SparkSession | None" = None
+_MASTER: str | None = None
+
+
+def jars_dir() -> Path:
+    """Where the Makefile caches Delta's jars (override with LAKEHOUSE_JARS)."""
+    env = os.environ.get("LAKEHOUSE_JARS")
+    if env:
+        return Path(env)
+    return Path(sys.prefix) / "share" / "lakehouse" / "jars"
+
+
+def delta_jars() -> list[str]:
+    """The cached Delta jars, or [] when the cache is missing or for another version."""
+    d = jars_dir()
+    if not d.is_dir():
+        return []
+    jars = sorted(str(p) for p in d.glob("*.jar"))
+    if not any(Path(j).name == f"delta-spark_2.13-{DELTA_VERSION}.jar" for j in jars):
+        return []
+    return jars
+
+
+def spark_conf(master: str) -> dict[str, str]:
+    """The Spark configuration lakehouse runs with (without the jars)."""
+    log4j = Path(__file__).parent / "jvm" / "log4j2.properties"
+    level = os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper()
+    java_opts = f"-Dlog4j.configurationFile=file:{log4j} -Dlakehouse.log.level={level}"
+    conf = {
+        "spark.app.name": "lakehouse",
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": java_opts + " -Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.warehouse.dir": str(Path(os.environ.get("TMPDIR", "/tmp")) / "lakehouse-spark-warehouse"),
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+    }
+    if master.startswith("local"):
+        # Small local jobs: few shuffle partitions and snapshot partitions start much faster.
+        conf["spark.sql.shuffle.partitions"] = os.environ.get("LAKEHOUSE_SHUFFLE_PARTITIONS", "4")
+        conf["spark.databricks.delta.snapshotPartitions"] = "2"
+        conf["spark.driver.memory"] = os.environ.get("LAKEHOUSE_DRIVER_MEMORY", "2g")
+    return conf
+
+
+def get_spark(master: str = "local[*]") -> "SparkSession":
+    """The process's SparkSession with Delta, built on first use and reused afterwards."""
+    global _SESSION, _MASTER
+    with _LOCK:
+        if _SESSION is not None:
+            if master != _MASTER:
+                log.warning("Spark already runs with master %s; ignoring %s", _MASTER, master)
+            return _SESSION
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError as e:  # pragma: no cover - packaging problem
+            raise ConfigError(f"pyspark is not installed ({e}); run `make demo` or `make test`") from None
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder.master(master)
+        for k, v in spark_conf(master).items():
+            builder = builder.config(k, v)
+        jars = delta_jars()
+        if jars:
+            builder = builder.config("spark.jars", ",".join(jars))
+        else:
+            log.warning("Delta jars not cached in %s; resolving %s with Ivy", jars_dir(), DELTA_PACKAGE)
+            builder = builder.config("spark.jars.packages", DELTA_PACKAGE)
+        try:
+            spark = builder.getOrCreate()
+        except Exception as e:
+            raise ConfigError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
+        spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper())
+        _SESSION, _MASTER = spark, master
+        return spark
+
+
+def stop_spark() -> None:
+    """Stop the process's session (tests and the CLI's exit)."""
+    global _SESSION, _MASTER
+    with _LOCK:
+        if _SESSION is not None:
+            _SESSION.stop()
+        _SESSION, _MASTER = None, None

@@ -1,0 +1,71 @@
+"""Where the project and the warehouse are, and which Spark master to use.
+
+Precedence: command-line flags > environment (LAKEHOUSE_PROJECT, LAKEHOUSE_WAREHOUSE,
+LAKEHOUSE_MASTER) > defaults (current directory, <project>/warehouse, local[*]).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from lakehouse.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings of one lakehouse invocation."""
+
+    project: Path
+    """The project folder holding tables/, migrations/ and queries/."""
+    warehouse: str
+    """The warehouse root: a local path or a Hadoop URI (file:, s3a:, abfss:, ...)."""
+    master: str
+    """The Spark master URL, local[*] by default."""
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.project / "tables"
+
+    @property
+    def migrations_dir(self) -> Path:
+        return self.project / "migrations"
+
+    @property
+    def queries_dir(self) -> Path:
+        return self.project / "queries"
+
+    @classmethod
+    def resolve(
+        cls,
+        project: str | os.PathLike[str] | None = None,
+        warehouse: str | None = None,
+        master: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> "Settings":
+        """Build settings from flags, then the environment, then defaults."""
+        env = dict(os.environ) if env is None else env
+        project_raw = project or env.get("LAKEHOUSE_PROJECT") or "."
+        project_path = Path(project_raw).expanduser().resolve()
+        if not project_path.is_dir():
+            raise ConfigError(f"project directory {project_raw!r} does not exist")
+        warehouse_raw = warehouse or env.get("LAKEHOUSE_WAREHOUSE") or str(project_path / "warehouse")
+        master_raw = master or env.get("LAKEHOUSE_MASTER") or "local[*]"
+        return cls(project=project_path, warehouse=normalize_warehouse(warehouse_raw), master=master_raw)
+
+
+def normalize_warehouse(uri: str) -> str:
+    """Make a local warehouse path absolute; leave URIs with a scheme as they are."""
+    if not uri.strip():
+        raise ConfigError("warehouse must not be empty")
+    if uri.startswith("file://"):
+        return str(Path(uri[len("file://"):]).resolve())
+    if "://" in uri:
+        return uri.rstrip("/")
+    return str(Path(uri).expanduser().resolve())
+
+
+def is_local(uri: str) -> bool:
+    """True when the warehouse is a local folder (not an object store URI)."""
+    return "://" not in uri

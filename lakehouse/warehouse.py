@@ -1,0 +1,107 @@
+"""Paths and light-weight (Spark-free) handles of a warehouse's tables.
+
+Layout (fixed by the contract so that any engine can read it)::
+
+    <warehouse>/<table>/live/        Delta, partitioned by event_date
+    <warehouse>/<table>/archive/     Delta, partitioned by event_date
+    <warehouse>/<table>/vectors/     vector files (archiving)
+    <warehouse>/<table>/rejects/     Delta: rejected rows and files with reasons
+    <warehouse>/<table>/_staging/    parsed input waiting for its commit (transient)
+    <warehouse>/_lakehouse/migrations/   Delta: applied migrations with checksums
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakehouse.settings import is_local
+
+REJECTS_COLUMNS = ("source", "line", "record", "reason", "at", "load_id")
+
+
+@dataclass(frozen=True)
+class TablePaths:
+    """Where one table's parts live in the warehouse."""
+
+    warehouse: str
+    name: str
+
+    @property
+    def root(self) -> str:
+        return join(self.warehouse, self.name)
+
+    @property
+    def live(self) -> str:
+        return join(self.root, "live")
+
+    @property
+    def archive(self) -> str:
+        return join(self.root, "archive")
+
+    @property
+    def vectors(self) -> str:
+        return join(self.root, "vectors")
+
+    @property
+    def rejects(self) -> str:
+        return join(self.root, "rejects")
+
+    @property
+    def staging(self) -> str:
+        return join(self.root, "_staging")
+
+
+def join(base: str, *parts: str) -> str:
+    """Join path segments for local paths and URIs alike."""
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def history_path(warehouse: str) -> str:
+    """The Delta table that records applied migrations."""
+    return join(warehouse, "_lakehouse", "migrations")
+
+
+def delta_exists(path: str) -> bool:
+    """True when ``path`` holds a Delta table (checked without Spark)."""
+    if is_local(path):
+        return (Path(path) / "_delta_log").is_dir() and any((Path(path) / "_delta_log").glob("*.json"))
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(path)
+
+
+def open_delta(path: str) -> Any:
+    """A delta-rs handle on a Delta table (reads metadata and data without Spark)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(path)
+
+
+def remove_tree(path: str) -> None:
+    """Delete a folder of the warehouse (local only; object stores go through Spark's FS)."""
+    if is_local(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    from lakehouse.session import get_spark
+
+    spark = get_spark()
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
+    fs.delete(hpath, True)
+
+
+def live_row_count(path: str) -> int:
+    """Rows in a Delta table from its log statistics (no data files are read)."""
+    if not delta_exists(path):
+        return 0
+    dt = open_delta(path)
+    actions = dt.get_add_actions(flatten=True)
+    col = actions.column("num_records") if "num_records" in actions.column_names else None
+    counts = col.to_pylist() if col is not None else [None]
+    if any(v is None for v in counts):  # a writer that kept no statistics: count the data
+        return int(dt.to_pyarrow_dataset().count_rows())
+    return int(sum(counts))
