@@ -278,6 +278,8 @@ def load_definition(path: Path) -> TableDefinition:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise DefinitionError(f"{source}: invalid YAML{where}: {problem}") from None
+    if data is None:
+        raise DefinitionError(f"{source}: the file is empty (expected name, columns, event_time, ...)")
     return parse_definition(data, source, expected_name=path.stem)
 
 
@@ -310,7 +312,7 @@ def get_definition(tables_dir: Path, name: str) -> TableDefinition:
         path = tables_dir / f"{name}{suffix}"
         if path.exists():
             return load_definition(path)
-    known = sorted(load_definitions(tables_dir))
+    known = sorted(p.stem for p in tables_dir.glob("*.y*ml")) if tables_dir.is_dir() else []
     raise TableNotFound(
         f"table {name!r} is not defined (no tables/{name}.yaml); known tables: {', '.join(known) or 'none'}"
     )

@@ -134,8 +134,8 @@ def _read_csv(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
 
 def _to_csv_line(row: list[str]) -> str:
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="").writerow(row)
-    return buf.getvalue()
+    csv.writer(buf, lineterminator="\n").writerow(row)
+    return buf.getvalue()[:-1]
 
 
 def _read_json(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
@@ -143,6 +143,8 @@ def _read_json(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]
     with _open_text(path) as f:
         for i, text in enumerate(f, start=1):
             text = text.rstrip("\r\n")
+            if i == 1 and text.startswith("\ufeff"):
+                text = text[1:]
             if not text.strip():
                 continue
             try:

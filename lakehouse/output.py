@@ -31,7 +31,7 @@ def json_value(v: Any) -> Any:
             return "Infinity" if v > 0 else "-Infinity"
         return v
     if isinstance(v, decimal.Decimal):
-        return str(v)
+        return format(v, "f")
     if isinstance(v, dt.datetime):
         return format_timestamp(v)
     if isinstance(v, dt.date):
@@ -50,7 +50,7 @@ def json_value(v: Any) -> Any:
 def format_timestamp(v: dt.datetime) -> str:
     """UTC ISO 8601 with Z; a fraction only when it is not zero."""
     v = v.replace(tzinfo=dt.timezone.utc) if v.tzinfo is None else v.astimezone(dt.timezone.utc)
-    base = v.strftime("%Y-%m-%dT%H:%M:%S")
+    base = f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
     if v.microsecond:
         base += f".{v.microsecond:06d}".rstrip("0")
     return base + "Z"

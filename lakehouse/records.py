@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,10 @@ INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
 _TRUE = {"true", "t", "1", "yes", "y"}
 _FALSE = {"false", "f", "0", "no", "n"}
+_WIDE = decimal.Context(prec=100)
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_FLOAT = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+_ISO_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
                 "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
 
@@ -63,6 +68,8 @@ def parse_date(v: Any) -> dt.date:
     if not isinstance(v, str):
         raise BadValue(f"{_show(v)} is not a date (YYYY-MM-DD)")
     try:
+        if not _ISO_DATE.match(v.strip()):
+            raise ValueError(v)
         return dt.date.fromisoformat(v.strip())
     except ValueError:
         raise BadValue(f"{_show(v)} is not a date (YYYY-MM-DD)") from None
@@ -83,10 +90,9 @@ def _int_converter(lo: int, hi: int, label: str) -> Callable[[Any], int]:
                 raise BadValue(f"{_show(v)} is not {label}")
             n = int(v)
         elif isinstance(v, str):
-            try:
-                n = int(v.strip())
-            except ValueError:
-                raise BadValue(f"{_show(v)} is not {label}") from None
+            if not _INTEGER.match(v.strip()):
+                raise BadValue(f"{_show(v)} is not {label}")
+            n = int(v.strip())
         else:
             raise BadValue(f"{_show(v)} is not {label}")
         if not lo <= n <= hi:
@@ -105,10 +111,9 @@ def _double(v: Any) -> float:
         s = v.strip()
         if s.lower() in _FLOAT_WORDS:
             return _FLOAT_WORDS[s.lower()]
-        try:
-            return float(s)
-        except ValueError:
-            raise BadValue(f"{_show(v)} is not a double") from None
+        if not _FLOAT.match(s):
+            raise BadValue(f"{_show(v)} is not a double")
+        return float(s)
     raise BadValue(f"{_show(v)} is not a double")
 
 
@@ -147,6 +152,10 @@ def _decimal_converter(precision: int, scale: int) -> Callable[[Any], decimal.De
             elif isinstance(v, (int, decimal.Decimal)):
                 d = decimal.Decimal(v)
             elif isinstance(v, str):
+                if v.strip().lower() in _FLOAT_WORDS:
+                    raise BadValue(f"{_show(v)} is not a finite {label}")
+                if not _FLOAT.match(v.strip()):
+                    raise BadValue(f"{_show(v)} is not {label}")
                 d = decimal.Decimal(v.strip())
             else:
                 raise BadValue(f"{_show(v)} is not {label}")
@@ -154,7 +163,12 @@ def _decimal_converter(precision: int, scale: int) -> Callable[[Any], decimal.De
             raise BadValue(f"{_show(v)} is not {label}") from None
         if not d.is_finite():
             raise BadValue(f"{_show(v)} is not a finite {label}")
-        q = d.quantize(quantum, rounding=decimal.ROUND_HALF_EVEN)
+        if d.adjusted() >= precision - scale:
+            raise BadValue(f"{_show(v)} does not fit {label}")
+        try:
+            q = d.quantize(quantum, rounding=decimal.ROUND_HALF_EVEN, context=_WIDE)
+        except decimal.InvalidOperation:
+            raise BadValue(f"{_show(v)} does not fit {label}") from None
         if q != d:
             raise BadValue(f"{_show(v)} has more than {scale} decimal places for {label}")
         if len(q.as_tuple().digits) > precision and q != 0:

@@ -45,7 +45,8 @@ def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
             out.append((1, float(f"{v:.6g}") if math.isfinite(v) else v))
         else:
             out.append((2, str(v)))
-    return tuple(out)
+    # exact values break ties between rows that only differ beyond the rounding
+    return (tuple(out), tuple((0, "") if v is None else (1, v) if isinstance(v, float) else (2, str(v)) for v in row))
 
 
 def _close(a: Any, b: Any) -> bool:

@@ -1,0 +1,121 @@
+"""Shared fixtures: one real local SparkSession with Delta for the whole run, and small projects
+built in temporary folders."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakehouse.project import Lakehouse
+from lakehouse.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+MASTER = "local[2]"
+
+TRIPS_SMALL = """
+name: trips
+columns:
+  - {name: trip_id,    type: string, nullable: false}
+  - {name: city_id,    type: int}
+  - {name: status,     type: int}
+  - {name: fx_rate,    type: double}
+  - {name: fare_total, type: double}
+  - {name: fare_local, type: 'decimal(10,2)'}
+  - {name: is_pool,    type: boolean}
+  - {name: trip_date,  type: date}
+  - {name: event_time, type: timestamp, nullable: false}
+primary_key: [trip_id]
+event_time: event_time
+archive:
+  delay: 24h
+  interval: 2h
+  sort_columns: [city_id, status, fx_rate]
+"""
+
+CLICKS = """
+name: clicks
+columns:
+  - {name: user_id, type: long}
+  - {name: url, type: string, nullable: false}
+  - {name: at, type: timestamp, nullable: false}
+event_time: at
+"""
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one SparkSession of the test run (real Spark, real Delta)."""
+    os.environ.setdefault("LAKEHOUSE_SHUFFLE_PARTITIONS", "2")
+    from lakehouse.session import get_spark
+
+    return get_spark(MASTER)
+
+
+class Project:
+    """A throw-away lakehouse project: tables/, migrations/, queries/ and a warehouse."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        for d in ("tables", "migrations", "queries", "data"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        self.settings = Settings.resolve(root, str(root / "warehouse"), MASTER, env={})
+        self.lh = Lakehouse(self.settings)
+
+    def table(self, yaml_text: str, name: str | None = None) -> "Project":
+        text = textwrap.dedent(yaml_text).strip() + "\n"
+        if name is None:
+            name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("name:"))
+        (self.root / "tables" / f"{name}.yaml").write_text(text)
+        return self
+
+    def migration(self, filename: str, body: str) -> Path:
+        p = self.root / "migrations" / filename
+        p.write_text(textwrap.dedent(body).strip() + "\n")
+        return p
+
+    def create(self, *tables: str) -> "Project":
+        """Add a create migration per table and migrate."""
+        n = len(list((self.root / "migrations").glob("*.py")))
+        for i, t in enumerate(tables, start=n + 1):
+            self.migration(f"{i:04d}_create_{t}.py", f"def upgrade(ctx):\n    ctx.create_table({t!r})\n")
+        self.lh.migrate()
+        return self
+
+    def csv(self, name: str, header: list[str], rows: list[list[Any]]) -> str:
+        p = self.root / "data" / name
+        with p.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            w.writerows(rows)
+        return str(p)
+
+    def text(self, name: str, content: str) -> str:
+        p = self.root / "data" / name
+        p.write_text(content)
+        return str(p)
+
+    def live(self, table: str, order_by: str = "") -> list[dict[str, Any]]:
+        """Live rows read back with DuckDB (the second engine), optionally ordered."""
+        sql = f"SELECT * FROM {table}" + (f" ORDER BY {order_by}" if order_by else "")
+        return self.lh.query(sql, "duckdb").to_pylist()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path / "proj")
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Project:
+    """A copy of this repository's own project (tables/, migrations/, queries/)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for d in ("tables", "migrations", "queries"):
+        shutil.copytree(REPO / d, root / d)
+    return Project(root)

@@ -1,0 +1,147 @@
+"""Migrations on real Spark + Delta: order, idempotence, checksums, failure and rollback, drift."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakehouse.errors import MigrationError
+from lakehouse.migrations import discover, read_history
+from lakehouse.physical import describe, drift
+from tests.conftest import CLICKS, TRIPS_SMALL
+
+pytestmark = pytest.mark.spark
+
+
+def test_applies_in_numeric_order_once(project, spark):
+    project.table(TRIPS_SMALL).table(CLICKS)
+    # file names sort differently from numbers only when numbers are compared as numbers
+    project.migration("0002_create_clicks.py", """
+        def upgrade(ctx):
+            assert ctx.paths("trips").live  # 0001 ran first
+            from lakehouse.physical import describe
+            assert describe(ctx.paths("trips").live) is not None, "0001 must run before 0002"
+            ctx.create_table("clicks")
+    """)
+    project.migration("0001_create_trips.py", "def upgrade(ctx):\n    ctx.create_table('trips')\n")
+    r = project.lh.migrate()
+    assert r.applied == ["0001_create_trips", "0002_create_clicks"] and r.drift == []
+    hist = read_history(project.settings.warehouse)
+    assert [h.name for h in hist] == r.applied
+    assert all(len(h.checksum) == 64 for h in hist)
+    again = project.lh.migrate()
+    assert again.applied == [] and again.drift == []
+    assert len(read_history(project.settings.warehouse)) == 2
+    st = project.lh.migration_status()
+    assert [a.name for a in st.applied] == r.applied and st.pending == []
+    for t in ("trips", "clicks"):
+        p = project.lh.paths(t)
+        assert describe(p.live).partition_columns == ("event_date",)
+        assert describe(p.archive) is not None and describe(p.rejects) is not None
+
+
+def test_changed_applied_migration_is_refused(project, spark):
+    project.table(TRIPS_SMALL).create("trips")
+    path = project.root / "migrations" / "0001_create_trips.py"
+    path.write_text(path.read_text() + "# edited\n")
+    with pytest.raises(MigrationError, match=r"migrations/0001_create_trips.py changed after it was applied"):
+        project.lh.migrate()
+    assert project.lh.migration_status().changed
+
+
+def test_failed_migration_is_not_recorded_and_rolled_back(project, spark):
+    project.table(TRIPS_SMALL).table(CLICKS).create("trips")
+    before = describe(project.lh.paths("trips").live).version
+    project.migration("0002_broken.py", """
+        def upgrade(ctx):
+            ctx.create_table("clicks")
+            ctx.add_columns("trips", [{"name": "tip", "type": "double"}])
+            raise RuntimeError("boom in the middle")
+    """)
+    with pytest.raises(MigrationError) as e:
+        project.lh.migrate()
+    msg = str(e.value)
+    assert "migration 0002_broken failed: RuntimeError: boom in the middle" in msg
+    assert "rolled back" in msg
+    assert [h.name for h in read_history(project.settings.warehouse)] == ["0001_create_trips"]
+    assert describe(project.lh.paths("clicks").live) is None  # created table removed
+    trips_live = describe(project.lh.paths("trips").live)
+    assert trips_live.column("tip") is None  # restored
+    assert trips_live.version > before  # by a RESTORE commit, history kept
+    assert [m.name for m in project.lh.migration_status().pending] == ["0002_broken"]
+
+
+def test_add_columns_and_set_archive_evolve_live_and_archive(project, spark):
+    project.table(TRIPS_SMALL).create("trips")
+    new_yaml = TRIPS_SMALL.replace(
+        "  - {name: event_time", "  - {name: tip, type: double}\n  - {name: note, type: string}\n  - {name: event_time"
+    ).replace("delay: 24h", "delay: 36h").replace("sort_columns: [city_id, status, fx_rate]", "sort_columns: [city_id, status]")
+    project.table(new_yaml)
+    # before the migration: drift is reported
+    problems = drift(project.lh.definition("trips"), project.lh.paths("trips"))
+    assert any("column tip (double) is in tables/trips.yaml but not in the table" in p for p in problems)
+    assert any("lakehouse.archive.delay" in p for p in problems)
+    project.migration("0002_tip_and_archive.py", """
+        def upgrade(ctx):
+            ctx.add_columns("trips", [{"name": "tip", "type": "double"}, {"name": "note", "type": "string"}])
+            ctx.add_columns("trips", [{"name": "tip", "type": "double"}])  # already there: skipped
+            ctx.set_archive("trips", delay="36h", sort_columns=["city_id", "status"])
+    """)
+    r = project.lh.migrate()
+    assert r.applied == ["0002_tip_and_archive"] and r.drift == []
+    for part in ("live", "archive"):
+        t = describe(getattr(project.lh.paths("trips"), part))
+        assert t.column("tip").type == "double" and t.column("note").type == "string"
+        assert t.properties["lakehouse.archive.delay"] == "36h"
+        assert t.properties["lakehouse.archive.sort_columns"] == "city_id,status"
+    # and loading uses the new column
+    f = project.csv("a.csv", ["trip_id", "event_time", "tip"], [["t1", "2026-11-20T10:00:00Z", "1.5"]])
+    project.lh.load("trips", [f])
+    assert project.live("trips")[0]["tip"] == 1.5
+
+
+def test_bad_migration_calls_fail_clearly(project, spark):
+    project.table(TRIPS_SMALL).create("trips")
+    project.migration("0002_bad_type.py", """
+        def upgrade(ctx):
+            ctx.add_columns("trips", [{"name": "status", "type": "string"}])
+    """)
+    with pytest.raises(MigrationError, match=r"0002_bad_type failed: add_columns\('trips'\): column status exists as int, not string"):
+        project.lh.migrate()
+    (project.root / "migrations" / "0002_bad_type.py").unlink()
+    project.migration("0002_unknown.py", "def upgrade(ctx):\n    ctx.create_table('nope')\n")
+    with pytest.raises(MigrationError, match=r"table 'nope' is not defined"):
+        project.lh.migrate()
+
+
+def test_drift_after_migrate_is_reported(project, spark):
+    project.table(TRIPS_SMALL).create("trips")
+    project.table(TRIPS_SMALL.replace("{name: status,     type: int}", "{name: status,     type: long}"))
+    r = project.lh.migrate()
+    assert r.applied == []
+    assert r.drift == ["trips/live: column status is int in the table but long in tables/trips.yaml",
+                       "trips/archive: column status is int in the table but long in tables/trips.yaml"]
+    project.table(CLICKS)
+    r = project.lh.migrate()
+    assert any("clicks/live: defined in tables/clicks.yaml but not created" in d for d in r.drift)
+
+
+def test_discovery_rejects_bad_names_and_duplicates(tmp_path):
+    d = tmp_path / "migrations"
+    d.mkdir()
+    (d / "0001_a.py").write_text("def upgrade(ctx): pass\n")
+    (d / "__init__.py").write_text("")
+    assert [m.name for m in discover(d)] == ["0001_a"]
+    (d / "0001_b.py").write_text("def upgrade(ctx): pass\n")
+    with pytest.raises(MigrationError, match="number 0001 is also used"):
+        discover(d)
+    (d / "0001_b.py").unlink()
+    (d / "1_short.py").write_text("")
+    with pytest.raises(MigrationError, match=r"migrations/1_short.py: bad file name"):
+        discover(d)
+
+
+def test_migration_without_upgrade_is_refused(project, spark):
+    project.migration("0001_nothing.py", "X = 1\n")
+    with pytest.raises(MigrationError, match=r"migrations/0001_nothing.py: defines no upgrade\(ctx\) function"):
+        project.lh.migrate()
+    assert read_history(project.settings.warehouse) == []
