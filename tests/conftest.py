@@ -38,6 +38,8 @@ archive:
   sort_columns: [city_id, status, fx_rate]
 """
 
+HEADER_SMALL = ["trip_id", "city_id", "status", "fx_rate", "fare_total", "fare_local", "is_pool", "trip_date", "event_time"]
+
 CLICKS = """
 name: clicks
 columns:

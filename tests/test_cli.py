@@ -1,0 +1,133 @@
+"""The command line as users and scripts see it: exit codes, one-line errors, clean JSON on
+stdout. Runs the real ``lakehouse`` entry point in subprocesses (each Spark command starts its
+own JVM, so they are few)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def run(project: Path, *args: str, check: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    e.update(env or {})
+    e.setdefault("LAKEHOUSE_MASTER", "local[2]")
+    p = subprocess.run(
+        [sys.executable, "-m", "lakehouse.cli", "--project", str(project), *args],
+        capture_output=True, text=True, env=e, timeout=600,
+    )
+    if check is not None:
+        assert p.returncode == check, f"exit {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}"
+    return p
+
+
+def error_lines(p: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in p.stderr.splitlines() if line.startswith("error: ")]
+
+
+@pytest.fixture(scope="module")
+def proj(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cli") / "proj"
+    root.mkdir()
+    for d in ("tables", "migrations", "queries"):
+        shutil.copytree(REPO / d, root / d)
+    return root
+
+
+def test_usage_errors_exit_2(proj):
+    assert run(proj, "load", check=None).returncode == 2
+    assert run(proj, "query", check=None).returncode == 2  # neither SQL nor --file
+    assert run(proj, "no-such-command", check=None).returncode == 2
+    assert run(proj, "query", "SELECT 1", "--engine", "oracle", check=None).returncode == 2
+
+
+def test_bad_definition_is_one_error_line_exit_1(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "x.yaml").write_text("name: x\ncolumns: [{name: a, type: strin}]\nevent_time: a\n")
+    p = run(tmp_path, "tables", check=1)
+    assert p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: tables/x.yaml: columns[0].type: unknown type 'strin'")
+    p = run(tmp_path / "missing", "tables", check=1)
+    assert error_lines(p) == [f"error: project directory '{tmp_path / 'missing'}' does not exist"]
+
+
+def test_end_to_end_json_contract(proj, tmp_path):
+    p = run(proj, "migrate", "--status", "--format", "json")
+    assert json.loads(p.stdout) == {"applied": [], "pending": ["0001_create_trips"], "changed": [], "drift": []}
+    p = run(proj, "migrate", "--format", "json")
+    assert json.loads(p.stdout) == {"applied": ["0001_create_trips"], "pending": []}
+    p = run(proj, "migrate", "--format", "json")  # idempotent, and fast (no Spark needed)
+    assert json.loads(p.stdout) == {"applied": [], "pending": []}
+
+    data = tmp_path / "trips.csv"
+    data.write_text(
+        "trip_id,city_id,status,fare_total,fare_local,event_time\n"
+        "a,1,2,10.5,10.50,2026-11-20T10:15:00Z\n"
+        "b,1,2,oops,1.00,2026-11-20T11:00:00Z\n"
+        "a,1,3,0,0.00,2026-11-20T10:15:00Z\n"
+        "c,5,2,7.25,7.25,2026-11-21T00:00:00.250Z\n"
+    )
+    p = run(proj, "--format", "json", "load", "trips", str(data))
+    doc = json.loads(p.stdout)
+    assert (doc["rows_loaded"], doc["rows_rejected"], doc["files_rejected"]) == (3, 1, [])
+
+    p = run(proj, "tables", "--format", "json")
+    assert json.loads(p.stdout) == [{"name": "trips", "live_rows": 2, "archive_rows": 0, "cutoff": None,
+                                     "bound": None, "created": True, "rejects": 1}]
+    p = run(proj, "rejects", "trips", "--format", "json")
+    (rej,) = json.loads(p.stdout)
+    assert rej["source"] == str(data) and rej["line"] == 3
+    assert rej["reason"] == "column fare_total: 'oops' is not a double"
+    assert rej["record"] == "b,1,2,oops,1.00,2026-11-20T11:00:00Z" and rej["at"].endswith("Z")
+
+    sql = "SELECT trip_id, status, fare_local, event_time, event_date FROM trips ORDER BY trip_id"
+    want = [
+        {"trip_id": "a", "status": 3, "fare_local": "0.00", "event_time": "2026-11-20T10:15:00Z", "event_date": "2026-11-20"},
+        {"trip_id": "c", "status": 2, "fare_local": "7.25", "event_time": "2026-11-21T00:00:00.25Z", "event_date": "2026-11-21"},
+    ]
+    for engine in ("duckdb", "spark"):
+        p = run(proj, "query", sql, "--engine", engine, "--format", "json")
+        assert json.loads(p.stdout) == want, engine
+    p = run(proj, "query", "SELECT count(*) AS n, sum(fare_total) AS s FROM trips", "--engine", "duckdb", "--format", "csv")
+    assert p.stdout == "n,s\n2,7.25\n"
+    qf = tmp_path / "q.sql"
+    qf.write_text("SELECT city_id, count(*) AS n FROM trips GROUP BY city_id ORDER BY city_id\n")
+    p = run(proj, "query", "--file", str(qf), "--engine", "duckdb")
+    assert "city_id" in p.stdout and "(2 rows)" in p.stdout
+
+    # a query error: exit 1, one line
+    p = run(proj, "query", "SELECT nope FROM trips", "--engine", "duckdb", check=1)
+    assert p.stdout == "" and len(error_lines(p)) == 1 and "nope" in error_lines(p)[0]
+
+
+def test_two_concurrent_load_processes_lose_nothing(proj, tmp_path):
+    run(proj, "migrate")
+    files = []
+    for i in range(2):
+        f = tmp_path / f"c{i}.csv"
+        f.write_text("trip_id,city_id,event_time\n" + "".join(
+            f"p{i}-{j},{j % 3},2026-11-19T{j % 24:02d}:00:00Z\n" for j in range(200)) + f"both,{i},2026-11-19T05:00:00Z\n")
+        files.append(f)
+    before = json.loads(run(proj, "tables", "--format", "json").stdout)[0]["live_rows"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    env["LAKEHOUSE_MASTER"] = "local[1]"
+    procs = [subprocess.Popen([sys.executable, "-m", "lakehouse.cli", "--project", str(proj), "--format", "json",
+                               "load", "trips", str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for f in files]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert json.loads(out)["rows_loaded"] == 201
+    after = json.loads(run(proj, "tables", "--format", "json").stdout)[0]["live_rows"]
+    assert after - before == 401
