@@ -173,11 +173,11 @@ def tables(obj: Ctx, fmt: str | None) -> None:
     if not states:
         click.echo("no tables defined in tables/")
         return
-    click.echo(f"{'table':<20} {'live_rows':>10} {'archive_rows':>12} {'rejects':>8} {'cutoff':>12}  state")
+    click.echo(f"{'table':<20} {'live_rows':>10} {'archive_rows':>12} {'rejects':>8} {'waiting':>8}  {'cutoff':<32} state")
     for s in states:
-        cutoff = "-" if s.cutoff is None else str(s.cutoff)
+        cutoff = "-" if s.cutoff is None else f"{s.cutoff} ({output.format_timestamp(_cutoff_dt(s.cutoff))})"
         state = "ok" if s.created else "not created (run lakehouse migrate)"
-        click.echo(f"{s.name:<20} {s.live_rows:>10} {s.archive_rows:>12} {s.rejects:>8} {cutoff:>12}  {state}")
+        click.echo(f"{s.name:<20} {s.live_rows:>10} {s.archive_rows:>12} {s.rejects:>8} {s.waiting_rows:>8}  {cutoff:<32} {state}")
 
 
 # -- load -------------------------------------------------------------------------------------
@@ -274,6 +274,140 @@ def query(obj: Ctx, sql: str | None, sql_file: str | None, engine: str, fmt: str
         click.echo(output.csv_text(result), nl=False)
     else:
         output.print_table(result)
+
+
+# -- archiving ---------------------------------------------------------------------------------
+
+def _parse_now(value: str | None) -> Any:
+    if value is None:
+        return None
+    from lakehouse.records import BadValue, parse_timestamp
+
+    try:
+        return parse_timestamp(value)
+    except BadValue:
+        raise click.BadParameter(f"{value!r} is not an ISO 8601 timestamp (e.g. 2026-11-20T10:15:00Z)") from None
+
+
+def _parse_day(value: str) -> Any:
+    import datetime as dt
+
+    for fmt in ("%Y-%m-%d", "%Y%m%d"):
+        try:
+            return dt.datetime.strptime(value, fmt).date()
+        except ValueError:
+            pass
+    raise click.BadParameter(f"{value!r} is not a day (YYYY-MM-DD)")
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--now", default=None, help="The clock for this run (ISO 8601; replays and tests).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (cutoff, days, rows); change nothing.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def archive(obj: Ctx, table: str, now: str | None, dry_run: bool, fmt: str | None) -> None:
+    """One archiving run: live rows older than now - delay move into the archive."""
+    result = obj.lakehouse.archive(table, now=_parse_now(now), dry_run=dry_run)
+    plan = result.plan
+    if dry_run:
+        if obj.fmt(fmt) == "json":
+            _emit_json(plan.as_dict())
+            return
+        if not plan.advances:
+            click.echo(f"{table}: nothing to do: cutoff {plan.cutoff} is not above the current cutoff {plan.previous_cutoff}")
+            return
+        click.echo(f"{table}: would move the cutoff {plan.previous_cutoff} -> {plan.cutoff} "
+                   f"({output.format_timestamp(_cutoff_dt(plan.cutoff))}) from live version {plan.live_version}")
+        click.echo(f"  {plan.rows} live rows ({plan.late_rows} late) into {len(plan.days)} day(s), "
+                   f"merged with {plan.archive_rows_in_days} archived rows: {', '.join(d.isoformat() for d in plan.days) or '-'}")
+        return
+    doc = result.as_dict()
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    if not plan.advances:
+        click.echo(f"{table}: nothing to do: the new cutoff {plan.cutoff} is not above the current cutoff {plan.previous_cutoff}"
+                   + (f" (recovered: purged {result.recovered_rows} rows)" if result.recovered_rows else ""))
+        return
+    click.echo(f"{table}: cutoff {plan.previous_cutoff} -> {plan.cutoff} ({output.format_timestamp(_cutoff_dt(plan.cutoff))}); "
+               f"{result.rows_archived} rows archived into {len(plan.days)} day(s), {result.rows_purged} purged from live, "
+               f"{result.vector_files} vector files, {result.seconds:.1f}s")
+
+
+def _cutoff_dt(cutoff: int) -> Any:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(cutoff, dt.timezone.utc)
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--day", required=True, help="The archive day (YYYY-MM-DD).")
+@click.option("--column", required=True, help="The column.")
+@click.option("--limit", type=int, default=None, help="Show at most this many runs or values.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def vectors(obj: Ctx, table: str, day: str, column: str, limit: int | None, fmt: str | None) -> None:
+    """A day's vector file for a column, decoded."""
+    dv = obj.lakehouse.vectors(table, _parse_day(day), column)
+    rows = dv.table.to_pylist() if dv.encoded else dv.table.column("value").to_pylist()
+    if limit is not None:
+        rows = rows[:limit]
+    doc: dict[str, Any] = {"file": dv.file, "cutoff": dv.cutoff}
+    doc["runs" if dv.encoded else "values"] = rows
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    click.echo(f"{dv.file}  (cutoff {dv.cutoff}, {'run-length encoded' if dv.encoded else 'plain'}, "
+               f"{dv.table.num_rows} {'runs' if dv.encoded else 'values'})")
+    if dv.encoded:
+        click.echo(f"{'value':>24} {'null':>5} {'count':>10} {'accumulative':>12}")
+        for r in rows:
+            click.echo(f"{output.text_value(r['value']):>24} {int(r['null']):>5} {r['count']:>10} {r['accumulative_count']:>12}")
+    else:
+        for v in rows:
+            click.echo(output.text_value(v))
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--day", required=True, help="The archive day (YYYY-MM-DD).")
+@click.option("--where", "where", multiple=True, required=True,
+              help="COLUMN=VALUE on a prefix of the sort columns (repeatable; NULL for the null run).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def lookup(obj: Ctx, table: str, day: str, where: tuple[str, ...], fmt: str | None) -> None:
+    """The record range of an archive day matching equalities, by binary search on the vectors."""
+    r, touched = obj.lakehouse.lookup(table, _parse_day(day), list(where))
+    doc = {"start": r.start, "end": r.end, "count": r.count}
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    click.echo(f"records [{r.start}, {r.end}): {r.count} matching ({touched} vector entries read)")
+
+
+@cli.command()
+@click.argument("table", required=False)
+@format_option()
+@click.pass_obj
+@handle_errors
+def verify(obj: Ctx, table: str | None, fmt: str | None) -> None:
+    """Run the same checks on Spark and DuckDB and compare; exit 1 on any difference."""
+    checks = obj.lakehouse.verify(table)
+    ok = all(c.ok for c in checks)
+    if obj.fmt(fmt) == "json":
+        _emit_json({"ok": ok, "checks": [c.as_dict() for c in checks]})
+    else:
+        for c in checks:
+            mark = click.style("ok  ", fg="green") if c.ok else click.style("FAIL", fg="red")
+            click.echo(f"{mark} {c.table}: {c.name}" + (f": {c.detail}" if c.detail else ""))
+    if not ok:
+        bad = [c for c in checks if not c.ok]
+        _fail(f"verify: {bad[0].table}: {bad[0].name}: {bad[0].detail}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
 
 
 # -- demo -------------------------------------------------------------------------------------

@@ -22,6 +22,10 @@ COLUMN_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
 PARTITION_COLUMN = "event_date"
 """The partition column every physical table carries: the UTC day of the event time."""
 RESERVED_COLUMNS = frozenset({PARTITION_COLUMN})
+LOAD_COLUMN = "_lh_load"
+"""Hidden column of live and archive rows: the load that wrote the row. Archiving uses it to
+delete exactly the live rows it archived (rows loaded later stay, whatever their time)."""
+HIDDEN_PREFIX = "_lh_"
 
 
 class _Strict(BaseModel):
@@ -45,6 +49,8 @@ class Column(_Strict):
             raise ValueError(f"bad column name {v!r}: expected ^[a-z_][a-z0-9_]{{0,127}}$")
         if v in RESERVED_COLUMNS:
             raise ValueError(f"column name {v!r} is reserved for the UTC-day partition column")
+        if v.startswith(HIDDEN_PREFIX):
+            raise ValueError(f"column names starting with {HIDDEN_PREFIX!r} are reserved for lakehouse")
         return v
 
     @field_validator("type", mode="before")
@@ -149,14 +155,31 @@ class TableDefinition(_Strict):
     def has_key(self) -> bool:
         return bool(self.primary_key)
 
-    def spark_ddl(self, with_partition: bool = True) -> str:
-        """Column list in Spark DDL, with the partition column last."""
+    def spark_ddl(self, with_partition: bool = True, hidden: bool = True) -> str:
+        """Column list in Spark DDL: the columns, the hidden load column, the partition column."""
         parts = [
             f"`{c.name}` {c.type.spark_ddl()}{'' if c.nullable else ' NOT NULL'}" for c in self.columns
         ]
+        if hidden:
+            parts.append(f"`{LOAD_COLUMN}` STRING")
         if with_partition:
             parts.append(f"`{PARTITION_COLUMN}` DATE")
         return ", ".join(parts)
+
+    @property
+    def visible_columns(self) -> list[str]:
+        """What queries see: the table's columns, then event_date."""
+        return [*self.column_names, PARTITION_COLUMN]
+
+    @property
+    def sort_order(self) -> list[str]:
+        """The archive's total order: sort columns, event time, key, then every other column
+        (so that equal sort keys still order deterministically), then the load."""
+        order: list[str] = []
+        for c in (*self.archive.sort_columns, self.event_time, *self.primary_key, *self.column_names, LOAD_COLUMN):
+            if c not in order:
+                order.append(c)
+        return order
 
     def properties(self) -> dict[str, str]:
         """What a physical table records about its definition (as Delta table properties)."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, DriftError, InputError, TableNotFound
 from lakehouse.inputs import RawReject, detect_format, read_records
 from lakehouse.physical import column_drift, describe
@@ -259,7 +259,7 @@ def load(spark_factory: Callable[[], "SparkSession"], warehouse: str, definition
     """Load files into live (upsert by key, or append), sending bad rows and files to rejects."""
     paths = TablePaths(warehouse, definition.name)
     check_loadable(definition, paths)
-    load_id = uuid.uuid4().hex[:16]
+    load_id = uuid.uuid4().hex
     result = LoadResult(definition.name, load_id)
     if not is_local(warehouse):
         raise InputError(f"load stages input on the warehouse; {warehouse} is not a local path yet")
@@ -279,7 +279,7 @@ def load(spark_factory: Callable[[], "SparkSession"], warehouse: str, definition
         spark = spark_factory()
         if result.rows_loaded:
             (ins, upd), result.attempts = with_retries(
-                f"load into {definition.name}/live", lambda: _commit_live(spark, definition, paths, staging)
+                f"load into {definition.name}/live", lambda: _commit_live(spark, definition, paths, staging, load_id)
             )
             result.rows_inserted, result.rows_updated = ins, upd
         if result.rows_rejected or file_rejects:
@@ -292,7 +292,7 @@ def load(spark_factory: Callable[[], "SparkSession"], warehouse: str, definition
     return result
 
 
-def _source_frame(spark: "SparkSession", definition: TableDefinition, staging: str) -> "DataFrame":
+def _source_frame(spark: "SparkSession", definition: TableDefinition, staging: str, load_id: str) -> "DataFrame":
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -301,14 +301,14 @@ def _source_frame(spark: "SparkSession", definition: TableDefinition, staging: s
     if definition.has_key:
         w = Window.partitionBy(*definition.primary_key).orderBy(F.desc(FILE_ORDER), F.desc(LINE_ORDER))
         df = df.withColumn("_lh_rank", F.row_number().over(w)).where("_lh_rank = 1")
-    return df.select(*definition.column_names, PARTITION_COLUMN)
+    return df.select(*definition.column_names, F.lit(load_id).alias(LOAD_COLUMN), PARTITION_COLUMN)
 
 
 def _commit_live(spark: "SparkSession", definition: TableDefinition, paths: TablePaths,
-                 staging: str) -> tuple[int, int]:
+                 staging: str, load_id: str) -> tuple[int, int]:
     from delta.tables import DeltaTable
 
-    src = _source_frame(spark, definition, staging)
+    src = _source_frame(spark, definition, staging, load_id)
     if not definition.has_key:
         src.write.format("delta").mode("append").save(paths.live)
         n = spark.read.parquet(join(staging, "good")).count()

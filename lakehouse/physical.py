@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.definitions import PARTITION_COLUMN, Column, TableDefinition
+from lakehouse.definitions import HIDDEN_PREFIX, LOAD_COLUMN, PARTITION_COLUMN, Column, TableDefinition
 from lakehouse.types import ColumnType
 from lakehouse.warehouse import TablePaths, delta_exists, open_delta
 
@@ -137,8 +137,10 @@ def column_drift(definition: TableDefinition, table: PhysicalTable, part: str) -
                 f"{where}: column {c.name} is {'nullable' if p.nullable else 'not nullable'} in the table "
                 f"but {'nullable' if c.nullable else 'not nullable'} in tables/{definition.name}.yaml"
             )
+    if table.column(LOAD_COLUMN) is None:
+        out.append(f"{where}: hidden column {LOAD_COLUMN} is missing (the table was not created by this lakehouse)")
     for p in table.columns:
-        if p.name != PARTITION_COLUMN and p.name not in wanted:
+        if p.name != PARTITION_COLUMN and p.name not in wanted and not p.name.startswith(HIDDEN_PREFIX):
             out.append(f"{where}: column {p.name} is in the table but not in tables/{definition.name}.yaml")
     if table.partition_columns != (PARTITION_COLUMN,):
         out.append(f"{where}: partitioned by {list(table.partition_columns)}, expected ['{PARTITION_COLUMN}']")

@@ -35,11 +35,14 @@ class TableState:
     rejects: int
     cutoff: int | None
     bound: int | None
+    waiting_rows: int = 0
+    """Live rows older than the cutoff: late arrivals invisible until the next archiving run."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "live_rows": self.live_rows, "archive_rows": self.archive_rows,
             "cutoff": self.cutoff, "bound": self.bound, "created": self.created, "rejects": self.rejects,
+            "waiting_rows": self.waiting_rows,
         }
 
 
@@ -88,9 +91,13 @@ class Lakehouse:
     def tables(self) -> list[TableState]:
         """Every defined table and its state (from Delta logs; no Spark)."""
         out = []
-        for name, _d in sorted(self.definitions().items()):
+        from lakehouse.archive.state import read_snapshot
+
+        for name, d in sorted(self.definitions().items()):
             p = self.paths(name)
             created = delta_exists(p.live)
+            snap = read_snapshot(p.archive) if created else None
+            cutoff = snap.cutoff if snap else None
             out.append(
                 TableState(
                     name=name,
@@ -98,10 +105,42 @@ class Lakehouse:
                     live_rows=live_row_count(p.live) if created else 0,
                     archive_rows=live_row_count(p.archive) if created else 0,
                     rejects=live_row_count(p.rejects) if created else 0,
-                    cutoff=None,
+                    cutoff=cutoff,
                     bound=None,
+                    waiting_rows=_waiting_rows(p.live, d.event_time, cutoff) if created and cutoff is not None else 0,
                 )
             )
+        return out
+
+    # -- archiving ------------------------------------------------------------------------
+
+    def archive(self, table: str, now: Any = None, dry_run: bool = False) -> Any:
+        """One archiving run (or its plan, with ``dry_run``)."""
+        from lakehouse.archive.job import run_archive
+
+        return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run)
+
+    def vectors(self, table: str, day: Any, column: str) -> Any:
+        from lakehouse.archive.reader import read_day
+
+        return read_day(self.definition(table), self.paths(table), column, day)
+
+    def lookup(self, table: str, day: Any, where: list[str]) -> Any:
+        from lakehouse.archive.reader import lookup, parse_where
+
+        d = self.definition(table)
+        return lookup(d, self.paths(table), day, parse_where(d, where))
+
+    def verify(self, table: str | None = None) -> list[Any]:
+        """Checks on both engines, compared (see lakehouse.verify)."""
+        from lakehouse.verify import Verifier
+
+        defs = self.definitions()
+        if table is not None:
+            defs = {table: self.definition(table)}
+        out = []
+        for src in sources(self.settings.warehouse, defs):
+            out.extend(Verifier(self.spark(), src).run())
         return out
 
     # -- live store -----------------------------------------------------------------------
@@ -139,3 +178,17 @@ class Lakehouse:
         if not qdir.is_dir():
             return []
         return [SavedQuery(p.stem, p, p.read_text(encoding="utf-8")) for p in sorted(qdir.glob("*.sql"))]
+
+
+def _waiting_rows(live_path: str, event_time: str, cutoff: int) -> int:
+    """Live rows with event time < cutoff (read with delta-rs; partition-pruned)."""
+    import datetime as dt
+
+    import pyarrow.dataset as ds
+
+    from lakehouse.warehouse import open_delta
+
+    t = dt.datetime.fromtimestamp(cutoff, dt.timezone.utc)
+    data = open_delta(live_path).to_pyarrow_dataset()
+    flt = (ds.field("event_date") <= t.date()) & (ds.field(event_time) < pa.scalar(t, pa.timestamp("us", tz="UTC")))
+    return int(data.count_rows(filter=flt))

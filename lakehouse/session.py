@@ -64,6 +64,8 @@ def spark_conf(master: str) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(Path(os.environ.get("TMPDIR", "/tmp")) / "lakehouse-spark-warehouse"),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # Staged Parquet is also read by pyarrow (vector files): standard micros, not INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     }
     if master.startswith("local"):
         # Small local jobs: few shuffle partitions and snapshot partitions start much faster.

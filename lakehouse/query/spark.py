@@ -1,4 +1,4 @@
-"""Running SQL on Spark with every table registered as a temporary view."""
+"""Running SQL on Spark with every table registered as a temporary split view."""
 
 from __future__ import annotations
 
@@ -6,17 +6,33 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lakehouse.archive.plan import cutoff_time
+from lakehouse.archive.state import Snapshot, spark_snapshot
 from lakehouse.errors import QueryError
 from lakehouse.query import TableSource
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def split_frame(spark: "SparkSession", t: TableSource) -> tuple["DataFrame", Snapshot, Snapshot]:
+    """archive UNION ALL live-at-or-after-cutoff, from pinned snapshots (live read first)."""
+    from pyspark.sql import functions as F
+
+    live = spark_snapshot(spark, t.paths.live)
+    archive = spark_snapshot(spark, t.paths.archive)
+    cols = t.definition.visible_columns
+    live_df = spark.read.format("delta").option("versionAsOf", live.version).load(t.paths.live)
+    arch_df = spark.read.format("delta").option("versionAsOf", archive.version).load(t.paths.archive)
+    if archive.cutoff is not None:
+        live_df = live_df.where(F.col(t.definition.event_time) >= F.lit(cutoff_time(archive.cutoff)).cast("timestamp"))
+    return arch_df.select(*cols).unionByName(live_df.select(*cols)), live, archive
 
 
 def register_views(spark: "SparkSession", tables: list[TableSource]) -> None:
-    """(Re)create one temporary view per table, reading its current Delta snapshot."""
+    """(Re)create one temporary split view per table, on the tables' current snapshots."""
     for t in tables:
-        spark.read.format("delta").load(t.live).createOrReplaceTempView(t.name)
+        split_frame(spark, t)[0].createOrReplaceTempView(t.name)
 
 
 def run(spark: "SparkSession", tables: list[TableSource], sql: str) -> pa.Table:

@@ -1,0 +1,84 @@
+"""Encoding one staged, sorted day batch into its vector files (runs on Spark executors).
+
+No Spark here: the task reads the day's staged Parquet files with pyarrow, in order and in
+batches, so memory stays bounded however big the day is, and writes each column's vector file
+atomically where the warehouse is (any filesystem pyarrow reaches).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakehouse import crashpoints
+from lakehouse.archive import vectors
+from lakehouse.archive.rle import RunEncoder
+
+BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class DayTask:
+    """Everything an executor needs to write one day's vector files."""
+
+    day: dt.date
+    files: tuple[str, ...]
+    """The day's staged Parquet files, in record order."""
+    vectors_root: str
+    cutoff: int
+    sort_columns: tuple[tuple[str, pa.DataType], ...]
+    plain_columns: tuple[tuple[str, pa.DataType], ...]
+    driver_pid: int | None = None
+
+
+def encode_day(task: DayTask) -> tuple[str, int, int]:
+    """Write the day's vector files; (day, records, files written)."""
+    sort_names = [n for n, _ in task.sort_columns]
+    plain_names = [n for n, _ in task.plain_columns]
+    encoder = RunEncoder([t for _, t in task.sort_columns])
+    writers: dict[str, vectors.AtomicIpcWriter] = {}
+    try:
+        for name, t in task.sort_columns:
+            writers[name] = vectors.AtomicIpcWriter(task.vectors_root, name, task.day, task.cutoff,
+                                                    vectors_schema_runs(t))
+        for name, t in task.plain_columns:
+            writers[name] = vectors.AtomicIpcWriter(task.vectors_root, name, task.day, task.cutoff,
+                                                    pa.schema([pa.field("value", t)]))
+        rows = 0
+        wanted = [*sort_names, *plain_names]
+        types = dict([*task.sort_columns, *task.plain_columns])
+        for path in task.files:
+            fs, p = vectors.filesystem(path)
+            with fs.open_input_file(p) as f:
+                pf = pq.ParquetFile(f)
+                for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
+                    cols = {n: batch.column(n).cast(types[n]) for n in wanted}
+                    if sort_names:
+                        for name, runs in zip(sort_names, encoder.push([cols[n] for n in sort_names])):
+                            writers[name].write(runs)
+                    for name in plain_names:
+                        writers[name].write(pa.table({"value": cols[name]}))
+                    rows += batch.num_rows
+                    crashpoints.reached("during_vectors", task.driver_pid)
+        if sort_names:
+            for name, runs in zip(sort_names, encoder.finish()):
+                writers[name].write(runs)
+        for w in writers.values():
+            w.commit()
+        return task.day.isoformat(), rows, len(writers)
+    except BaseException:
+        for w in writers.values():
+            try:
+                w.abort()
+            except Exception:  # noqa: BLE001 - best effort; the next run removes leftovers
+                pass
+        raise
+
+
+def vectors_schema_runs(t: pa.DataType) -> pa.Schema:
+    from lakehouse.archive.rle import run_schema
+
+    return run_schema(t)

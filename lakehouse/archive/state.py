@@ -1,0 +1,49 @@
+"""The archive cutoff as committed in the archive table's Delta log.
+
+Each archiving run commits its cutoff C' as a Delta SetTransaction (app id ``lakehouse.cutoff``,
+version C') in the same commit as its day batches, so the cutoff is visible exactly when the
+data it describes is. It is kept in checkpoints, readable by Spark (the Delta log's snapshot)
+and without Spark (delta-rs ``transaction_version``), and Delta refuses a write whose version
+is not above the recorded one, so replaying a run cannot move the cutoff back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakehouse.warehouse import delta_exists
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CUTOFF_APP_ID = "lakehouse.cutoff"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A Delta table version and the archive cutoff committed at that version."""
+
+    version: int
+    cutoff: int | None
+
+
+def read_snapshot(path: str, version: int | None = None) -> Snapshot | None:
+    """The latest (or a given) version of a Delta table and its cutoff, with delta-rs."""
+    if not delta_exists(path):
+        return None
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path, version=version, without_files=True)
+    v = dt.transaction_version(CUTOFF_APP_ID)
+    return Snapshot(int(dt.version()), None if v is None else int(v))
+
+
+def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
+    """The latest version of a Delta table and its cutoff, from Spark's Delta log."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
+    snap = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+    txn = snap.transactions().get(CUTOFF_APP_ID)
+    cutoff = int(txn.get()) if txn.isDefined() else None
+    return Snapshot(int(snap.version()), cutoff)

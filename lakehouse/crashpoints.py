@@ -1,0 +1,33 @@
+"""Named points where tests kill a job for real (SIGKILL), to prove crash safety.
+
+Set ``LAKEHOUSE_CRASH_AT=<point>`` in a job's environment; when the job reaches that point the
+process kills itself (and Spark's JVM, which exits when its Python driver is gone). Unset, this
+costs one dictionary look-up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+ENV = "LAKEHOUSE_CRASH_AT"
+
+
+def armed() -> str | None:
+    return os.environ.get(ENV) or None
+
+
+def reached(point: str, pid: int | None = None) -> None:
+    """Kill the process (or ``pid``) if the crash point ``point`` is armed."""
+    if os.environ.get(ENV) == point:
+        os.kill(pid or os.getpid(), signal.SIGKILL)
+
+
+def kill_later(point: str, seconds: float) -> None:
+    """Arm a timer that kills the process ``seconds`` from now, if ``point`` is armed
+    (for crashes in the middle of a Spark write)."""
+    if os.environ.get(ENV) == point:
+        t = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGKILL))
+        t.daemon = True
+        t.start()

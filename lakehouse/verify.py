@@ -1,0 +1,240 @@
+"""``lakehouse verify``: the same checks on Spark and on DuckDB, compared, plus invariants.
+
+Per table: rows per day, sums of every numeric column per day, distinct keys, min/max event
+time per day, keys unique across days, every archive row older than the cutoff, every archive
+day batch sorted, and every vector file decoding to exactly its day's rows in order. A check
+fails when the engines disagree or when an invariant does not hold; the detail names it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakehouse.archive import rle
+from lakehouse.archive.reader import current_files
+from lakehouse.archive.state import read_snapshot
+from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.query import TableSource
+from lakehouse.query.compare import compare
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass
+class Check:
+    table: str
+    name: str
+    ok: bool
+    detail: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "check": self.name, "ok": self.ok, "detail": self.detail, **self.values}
+
+
+def _q(name: str) -> str:
+    return f"`{name}`"
+
+
+def _nulls_first_violation(cols: list[str], cur: str, prev: str) -> str:
+    """SQL: the row ``cur`` sorts before ``prev`` (ascending, nulls first) on ``cols``."""
+    terms = []
+    for i, c in enumerate(cols):
+        eq = " AND ".join(f"({cur}_{j} IS NOT DISTINCT FROM {prev}_{j})" for j in range(i)) or "TRUE"
+        lt = f"(({cur}_{i} IS NULL AND {prev}_{i} IS NOT NULL) OR ({cur}_{i} IS NOT NULL AND {prev}_{i} IS NOT NULL AND {cur}_{i} < {prev}_{i}))"
+        terms.append(f"({eq} AND {lt})")
+        _ = c
+    return " OR ".join(terms) or "FALSE"
+
+
+def engine_queries(d: TableDefinition, archive_view: str) -> dict[str, tuple[str, str | None]]:
+    """Check name -> (Spark SQL over the split view ``d.name`` and ``archive_view``, invariant).
+
+    The invariant, when given, is the column that must be 0 in every result row."""
+    t = _q(d.name)
+    et = _q(d.event_time)
+    numeric = [c.name for c in d.columns if c.type.is_numeric]
+    qs: dict[str, tuple[str, str | None]] = {
+        "rows per day": (f"SELECT event_date, count(*) AS n FROM {t} GROUP BY event_date", None),
+        "min/max event time per day": (
+            f"SELECT event_date, min({et}) AS lo, max({et}) AS hi FROM {t} GROUP BY event_date", None),
+        "archive rows older than the cutoff": (
+            f"SELECT count(*) AS violations FROM {archive_view} WHERE {et} >= cutoff_ts", "violations"),
+        "event_date is the UTC day of the event time": (
+            f"SELECT count(*) AS violations FROM {t} WHERE event_date <> CAST({et} AS DATE)", "violations"),
+    }
+    if numeric:
+        sums = ", ".join(f"sum(CAST({_q(c)} AS DOUBLE)) AS {_q('sum_' + c)}" for c in numeric)
+        qs["sums of numeric columns per day"] = (f"SELECT event_date, {sums} FROM {t} GROUP BY event_date", None)
+    if d.has_key:
+        keys = ", ".join(_q(k) for k in d.primary_key)
+        qs["distinct keys"] = (f"SELECT count(*) AS n FROM (SELECT DISTINCT {keys} FROM {t}) k", None)
+        qs["keys unique across days"] = (
+            f"SELECT count(*) AS violations FROM (SELECT {keys} FROM {t} GROUP BY {keys} HAVING count(*) > 1) k",
+            "violations")
+    return qs
+
+
+def _invariant_detail(result: pa.Table, col: str) -> str:
+    bad = [r for r in result.to_pylist() if r[col]]
+    return f"{bad[0][col]} violation(s)" if bad else ""
+
+
+class Verifier:
+    def __init__(self, spark: "SparkSession", source: TableSource) -> None:
+        self.spark = spark
+        self.source = source
+        self.d = source.definition
+
+    def run(self) -> list[Check]:
+        checks = self._engine_checks()
+        checks += self._sorted_checks()
+        checks += self._vector_checks()
+        return checks
+
+    # -- both engines -------------------------------------------------------------------------
+
+    def _engine_checks(self) -> list[Check]:
+        from pyspark.sql import functions as F
+
+        from lakehouse.archive.plan import cutoff_time
+        from lakehouse.query import duckdb as duck
+        from lakehouse.query import spark as spark_q
+
+        d, p = self.d, self.source.paths
+        archive_view = f"{d.name}__archive"
+        # Spark views
+        split, _, arch_snap = spark_q.split_frame(self.spark, self.source)
+        split.createOrReplaceTempView(d.name)
+        cutoff = arch_snap.cutoff
+        arch = self.spark.read.format("delta").option("versionAsOf", arch_snap.version).load(p.archive)
+        cut = F.lit(cutoff_time(cutoff)).cast("timestamp") if cutoff is not None else F.lit(None).cast("timestamp")
+        arch.select(*d.visible_columns).withColumn("cutoff_ts", cut).createOrReplaceTempView(archive_view)
+        # DuckDB views on the same snapshots
+        con = duck.connect()
+        con.execute(f"CREATE VIEW {duck._ident(d.name)} AS {duck.split_sql(self.source)}")
+        cols = ", ".join(duck._ident(c) for c in d.visible_columns)
+        cut_sql = f"to_timestamp({cutoff})" if cutoff is not None else "CAST(NULL AS TIMESTAMPTZ)"
+        con.execute(
+            f"CREATE VIEW {duck._ident(archive_view)} AS SELECT {cols}, {cut_sql} AS cutoff_ts "
+            f"FROM delta_scan('{duck._lit(p.archive)}', version => {arch_snap.version})"
+        )
+        out = []
+        for name, (sql, invariant) in engine_queries(d, archive_view).items():
+            try:
+                s = self.spark.sql(sql).toArrow()
+                k = con.execute(duck.transpile(sql)).fetch_arrow_table()
+            except Exception as e:  # noqa: BLE001 - a failing check is a result, not a crash
+                out.append(Check(d.name, name, False, f"could not run: {str(e).splitlines()[0]}"))
+                continue
+            cmp = compare(s, k)
+            detail = "" if cmp.equal else f"engines differ: {cmp.detail}"
+            if cmp.equal and invariant:
+                detail = _invariant_detail(s, invariant)
+            out.append(Check(d.name, name, not detail, detail, {"rows": s.num_rows}))
+        return out
+
+    # -- archive files ---------------------------------------------------------------------------
+
+    def _day_files(self) -> tuple[dict[dt.date, list[str]], int | None]:
+        from deltalake import DeltaTable
+
+        snap = read_snapshot(self.source.paths.archive)
+        if snap is None:
+            return {}, None
+        table = DeltaTable(self.source.paths.archive, version=snap.version)
+        actions = pa.table(table.get_add_actions(flatten=True))
+        out: dict[dt.date, list[str]] = {}
+        base = self.source.paths.archive.rstrip("/")
+        for row in actions.select(["path", f"partition.{PARTITION_COLUMN}"]).to_pylist():
+            path = row["path"] if row["path"].startswith("/") or "://" in row["path"] else f"{base}/{row['path']}"
+            out.setdefault(row[f"partition.{PARTITION_COLUMN}"], []).append(path)
+        return out, snap.cutoff
+
+    def _sorted_checks(self) -> list[Check]:
+        from lakehouse.query import duckdb as duck
+
+        files, _ = self._day_files()
+        order = [c for c in self.d.sort_order if c in self.d.column_names]
+        n = len(order)
+        cur = ", ".join(f'{duck._ident(c)} AS cur_{i}' for i, c in enumerate(order))
+        prev = ", ".join(
+            f'lag({duck._ident(c)}) OVER (ORDER BY file_row_number) AS prev_{i}' for i, c in enumerate(order))
+        cond = _nulls_first_violation(order, "cur", "prev")
+        con = duck.connect()
+        bad_days, multi = [], []
+        for day, paths in sorted(files.items()):
+            if len(paths) > 1:
+                multi.append(day)
+            for path in paths:
+                sql = (f"SELECT count(*) FROM (SELECT file_row_number, {cur}, {prev} FROM "
+                       f"read_parquet('{duck._lit(path)}', file_row_number = true)) WHERE file_row_number > 0 AND ({cond})")
+                if con.execute(sql).fetchone()[0]:
+                    bad_days.append(day)
+                    break
+        _ = n
+        checks = [Check(self.d.name, "archive days sorted", not bad_days,
+                        f"day {bad_days[0]} is not sorted by {', '.join(order)}" if bad_days else "",
+                        {"days": len(files)})]
+        checks.append(Check(self.d.name, "one batch per archive day", not multi,
+                            f"day {multi[0]} is split over several files" if multi else "", {"days": len(files)}))
+        return checks
+
+    def _vector_checks(self) -> list[Check]:
+        d = self.d
+        files, cutoff = self._day_files()
+        wanted = list(d.archive.sort_columns) if d.archive.vectors == "sort_columns" else d.column_names
+        if not wanted or cutoff is None:
+            return [Check(d.name, "vector files decode to their day", True, "", {"files": 0})]
+        current = current_files(self.source.paths)
+        problems: list[str] = []
+        checked = 0
+        for day, paths in sorted(files.items()):
+            rows = pa.concat_tables([pq.read_table(p, columns=wanted) for p in sorted(paths)])
+            for col in wanted:
+                f = current.get((col, day))
+                if f is None:
+                    problems.append(f"no vector file for {col} on {day}")
+                    continue
+                checked += 1
+                try:
+                    table = _read_ipc(f.path)
+                    if col in d.archive.sort_columns:
+                        issues = rle.check_runs(table)
+                        if issues:
+                            problems.append(f"{f.path}: {issues[0]}")
+                            continue
+                        values = rle.decode(table)
+                    else:
+                        values = table.column("value").combine_chunks()
+                except Exception as e:  # noqa: BLE001
+                    problems.append(f"{f.path}: unreadable: {e}")
+                    continue
+                expect = rows.column(col).combine_chunks().cast(values.type)
+                if len(values) != len(expect):
+                    problems.append(f"{f.path}: {len(values)} records, the archive day has {len(expect)}")
+                elif not values.equals(expect):
+                    i = next((i for i in range(len(values)) if values[i] != expect[i] and not (
+                        values[i].as_py() is None and expect[i].as_py() is None) and not _both_nan(values[i], expect[i])), None)
+                    if i is not None:
+                        problems.append(f"{f.path}: record {i} is {values[i].as_py()!r}, the archive day has {expect[i].as_py()!r}")
+        return [Check(d.name, "vector files decode to their day", not problems,
+                      problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else "",
+                      {"files": checked})]
+
+
+def _both_nan(a: pa.Scalar, b: pa.Scalar) -> bool:
+    x, y = a.as_py(), b.as_py()
+    return isinstance(x, float) and isinstance(y, float) and x != x and y != y
+
+
+def _read_ipc(path: str) -> pa.Table:
+    from lakehouse.archive.vectors import read
+
+    return read(path)
