@@ -161,7 +161,7 @@ class TableDefinition(_Strict):
             f"`{c.name}` {c.type.spark_ddl()}{'' if c.nullable else ' NOT NULL'}" for c in self.columns
         ]
         if hidden:
-            parts.append(f"`{LOAD_COLUMN}` STRING")
+            parts.append(f"`{LOAD_COLUMN}` STRING NOT NULL")
         if with_partition:
             parts.append(f"`{PARTITION_COLUMN}` DATE")
         return ", ".join(parts)

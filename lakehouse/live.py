@@ -313,7 +313,11 @@ def _commit_live(spark: "SparkSession", definition: TableDefinition, paths: Tabl
         src.write.format("delta").mode("append").save(paths.live)
         n = spark.read.parquet(join(staging, "good")).count()
         return n, 0
+    # The literal day list lets Delta see which partitions the MERGE reads, so concurrent loads
+    # and archive purges of other days do not conflict with it.
+    days = sorted(r[0] for r in src.select(PARTITION_COLUMN).distinct().collect())
     cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (*definition.primary_key, PARTITION_COLUMN))
+    cond += f" AND t.`{PARTITION_COLUMN}` IN ({', '.join(repr(d.isoformat()) for d in days)})"
     metrics = (
         DeltaTable.forPath(spark, paths.live).alias("t")
         .merge(src.alias("s"), cond)

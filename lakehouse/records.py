@@ -103,6 +103,12 @@ def _int_converter(lo: int, hi: int, label: str) -> Callable[[Any], int]:
 
 
 def _double(v: Any) -> float:
+    # + 0.0 turns -0.0 into 0.0: Spark sorts the two as equal, so keeping both signs would make
+    # the archive order (and run-length runs) ambiguous.
+    return _parse_double(v) + 0.0
+
+
+def _parse_double(v: Any) -> float:
     if isinstance(v, bool):
         raise BadValue(f"{_show(v)} is a boolean, not a double")
     if isinstance(v, (int, float, decimal.Decimal)):

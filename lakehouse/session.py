@@ -104,6 +104,9 @@ def get_spark(master: str = "local[*]") -> "SparkSession":
         except Exception as e:
             raise ConfigError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
         spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper())
+        if not master.startswith("local"):
+            # Executors run lakehouse code (vector encoding): ship the package with the job.
+            spark.sparkContext.addPyFile(_package_zip())
         _SESSION, _MASTER = spark, master
         return spark
 
@@ -115,3 +118,13 @@ def stop_spark() -> None:
         if _SESSION is not None:
             _SESSION.stop()
         _SESSION, _MASTER = None, None
+
+
+def _package_zip() -> str:
+    """The lakehouse package as a zip for ``addPyFile`` (built once per process)."""
+    import shutil
+    import tempfile
+
+    pkg = Path(__file__).resolve().parent
+    out = Path(tempfile.mkdtemp(prefix="lakehouse-pkg-")) / "lakehouse"
+    return shutil.make_archive(str(out), "zip", root_dir=pkg.parent, base_dir=pkg.name)

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse.archive import rle
-from lakehouse.archive.reader import current_files
+from lakehouse.archive.vectors import current as vectors_current
+from lakehouse.archive.vectors import list_files
 from lakehouse.archive.state import read_snapshot
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.query import TableSource
@@ -91,6 +92,11 @@ class Verifier:
         self.spark = spark
         self.source = source
         self.d = source.definition
+        # One pair of snapshots (live first) for every check and both engines.
+        live = read_snapshot(source.paths.live)
+        archive = read_snapshot(source.paths.archive)
+        assert live is not None and archive is not None
+        self.live, self.archive = live, archive
 
     def run(self) -> list[Check]:
         checks = self._engine_checks()
@@ -110,7 +116,7 @@ class Verifier:
         d, p = self.d, self.source.paths
         archive_view = f"{d.name}__archive"
         # Spark views
-        split, _, arch_snap = spark_q.split_frame(self.spark, self.source)
+        split, _, arch_snap = spark_q.split_frame(self.spark, self.source, self.live, self.archive)
         split.createOrReplaceTempView(d.name)
         cutoff = arch_snap.cutoff
         arch = self.spark.read.format("delta").option("versionAsOf", arch_snap.version).load(p.archive)
@@ -118,7 +124,7 @@ class Verifier:
         arch.select(*d.visible_columns).withColumn("cutoff_ts", cut).createOrReplaceTempView(archive_view)
         # DuckDB views on the same snapshots
         con = duck.connect()
-        con.execute(f"CREATE VIEW {duck._ident(d.name)} AS {duck.split_sql(self.source)}")
+        con.execute(f"CREATE VIEW {duck._ident(d.name)} AS {duck.split_sql(self.source, self.live, self.archive)}")
         cols = ", ".join(duck._ident(c) for c in d.visible_columns)
         cut_sql = f"to_timestamp({cutoff})" if cutoff is not None else "CAST(NULL AS TIMESTAMPTZ)"
         con.execute(
@@ -145,9 +151,7 @@ class Verifier:
     def _day_files(self) -> tuple[dict[dt.date, list[str]], int | None]:
         from deltalake import DeltaTable
 
-        snap = read_snapshot(self.source.paths.archive)
-        if snap is None:
-            return {}, None
+        snap = self.archive
         table = DeltaTable(self.source.paths.archive, version=snap.version)
         actions = pa.table(table.get_add_actions(flatten=True))
         out: dict[dt.date, list[str]] = {}
@@ -192,7 +196,8 @@ class Verifier:
         wanted = list(d.archive.sort_columns) if d.archive.vectors == "sort_columns" else d.column_names
         if not wanted or cutoff is None:
             return [Check(d.name, "vector files decode to their day", True, "", {"files": 0})]
-        current = current_files(self.source.paths)
+        listed, _ = list_files(self.source.paths.vectors)
+        current = vectors_current(listed, cutoff)
         problems: list[str] = []
         checked = 0
         for day, paths in sorted(files.items()):

@@ -186,7 +186,11 @@ class ArchiveJob:
             result.timings["vectors"] = time.monotonic() - t
             crashpoints.reached("after_vectors")
         t = time.monotonic()
-        self._commit(plan, staging)
+        try:
+            self._commit(plan, staging)
+        except BaseException:
+            self._discard_uncommitted(plan.cutoff)
+            raise
         result.timings["commit"] = time.monotonic() - t
         result.committed = True
         result.rows_archived = plan.rows
@@ -242,7 +246,7 @@ class ArchiveJob:
             if not part.startswith(f"{PARTITION_COLUMN}="):
                 continue
             day = dt.date.fromisoformat(part.split("=", 1)[1])
-            out.setdefault(day, []).append(info.path if "://" not in staging else f"{staging.split('://')[0]}://{info.path}")
+            out.setdefault(day, []).append(vectors.to_uri(staging, root, info.path))
         return {k: sorted(v) for k, v in out.items()}
 
     def _write_vectors(self, plan: ArchivePlan, staging: str) -> int:
@@ -280,6 +284,12 @@ class ArchiveJob:
             writer = df.write.format("delta").mode("overwrite").option("replaceWhere", _days_sql(plan.days))
         else:
             writer = self.spark.createDataFrame([], schema).write.format("delta").mode("append")
+        current = spark_snapshot(self.spark, self.paths.archive)
+        if current.version != plan.archive_version:
+            raise CommitConflict(
+                f"archive {d.name}: the archive changed since the plan (version {plan.archive_version} -> "
+                f"{current.version}); another archiving run is under way or finished; run again"
+            )
         crashpoints.kill_later("during_commit", 1.0)
         writer = writer.option("txnAppId", CUTOFF_APP_ID).option("txnVersion", plan.cutoff)
         writer.save(self.paths.archive)
@@ -304,7 +314,7 @@ class ArchiveJob:
             if cutoff is None:
                 return 0
         live = self.spark.read.format("delta").load(self.paths.live)
-        below = live.where(F.col(d.event_time) < _ts(cutoff))
+        below = live.where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date())).where(F.col(d.event_time) < _ts(cutoff))
         days = [r[PARTITION_COLUMN] for r in below.select(PARTITION_COLUMN).distinct().collect()]
         if not days:
             return 0
@@ -321,18 +331,27 @@ class ArchiveJob:
                 self.spark.read.format("delta").load(self.paths.archive)
                 .where(_days_sql(days)).select(LOAD_COLUMN, PARTITION_COLUMN).distinct()
             )
-            (
-                DeltaTable.forPath(self.spark, self.paths.live).alias("t")
-                .merge(src.alias("s"),
-                       f"t.{PARTITION_COLUMN} = s.{PARTITION_COLUMN} AND t.{LOAD_COLUMN} = s.{LOAD_COLUMN} "
-                       f"AND t.{PARTITION_COLUMN} IN ({', '.join(repr(x.isoformat()) for x in days)}) "
-                       f"AND t.`{d.event_time}` < timestamp'{cutoff_time(cutoff).strftime('%Y-%m-%d %H:%M:%S')}'")
-                .whenMatchedDelete()
-                .execute()
+            cond = (
+                (F.col(f"t.{PARTITION_COLUMN}") == F.col(f"s.{PARTITION_COLUMN}"))
+                & (F.col(f"t.{LOAD_COLUMN}") == F.col(f"s.{LOAD_COLUMN}"))
+                & F.col(f"t.{PARTITION_COLUMN}").isin(days)
+                & (F.col(f"t.`{d.event_time}`") < _ts(cutoff))
             )
+            DeltaTable.forPath(self.spark, self.paths.live).alias("t").merge(src.alias("s"), cond) \
+                .whenMatchedDelete().execute()
 
         with_retries(f"purge of archived rows from {d.name}/live", delete)
         return n
+
+    def _discard_uncommitted(self, cutoff: int) -> None:
+        """Remove the vector files of this run's cutoff when its commit did not happen."""
+        try:
+            if spark_snapshot(self.spark, self.paths.archive).cutoff == cutoff:
+                return
+            files, _ = vectors.list_files(self.paths.vectors)
+            vectors.delete([f.path for f in files if f.cutoff == cutoff], self.paths.vectors)
+        except Exception:  # noqa: BLE001 - the next run's clean-up removes them too
+            log.warning("could not remove the uncommitted vector files of cutoff %s", cutoff)
 
     def clean(self, committed: int | None = None) -> int:
         """Remove vector files no reader uses, temporary leftovers and stale staging."""
@@ -346,7 +365,7 @@ class ArchiveJob:
 
         for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
             if info.type == pafs.FileType.Directory and info.base_name.startswith("archive-"):
-                fs.delete_dir(info.path)
+                fs.delete_dir(info.path)  # only this table's archive staging; loads stage elsewhere
         return removed
 
     def recover(self) -> tuple[int, int]:

@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from lakehouse.durations import Duration
 
 UTC = dt.timezone.utc
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def new_cutoff(now: dt.datetime, delay: Duration) -> int:
     """C' = now - delay, in whole epoch seconds (rounded down)."""
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
-    now_ms = int(now.timestamp() * 1000)
-    return (now_ms - delay.millis) // 1000
+    since_epoch = now - EPOCH - dt.timedelta(milliseconds=delay.millis)
+    return since_epoch // dt.timedelta(seconds=1)
 
 
 def cutoff_time(cutoff: int) -> dt.datetime:

@@ -38,13 +38,14 @@ def current_files(paths: TablePaths) -> dict[tuple[str, dt.date], vectors.Vector
     return vectors.current(files, committed_cutoff(paths))
 
 
-def read_day(definition: TableDefinition, paths: TablePaths, column: str, day: dt.date) -> DayVector:
-    """One column's vector of one archive day."""
+def read_day(definition: TableDefinition, paths: TablePaths, column: str, day: dt.date,
+             selection: dict[tuple[str, dt.date], vectors.VectorFile] | None = None) -> DayVector:
+    """One column's vector of one archive day (``selection``: files chosen once for several reads)."""
     if column not in definition.column_names:
         raise LakehouseError(f"{definition.name}: unknown column {column!r} (columns: {', '.join(definition.column_names)})")
     if definition.archive.vectors == "sort_columns" and column not in definition.archive.sort_columns:
         raise LakehouseError(f"{definition.name}: column {column} has no vector files (vectors: sort_columns)")
-    f = current_files(paths).get((column, day))
+    f = (selection if selection is not None else current_files(paths)).get((column, day))
     if f is None:
         raise LakehouseError(f"{definition.name}: no vector file for column {column} on {day} (is that day archived?)")
     return DayVector(column, day, f.path, f.cutoff, vectors.read(f.path), column in definition.archive.sort_columns)
@@ -83,10 +84,16 @@ def lookup(definition: TableDefinition, paths: TablePaths, day: dt.date, values:
     sort = definition.archive.sort_columns
     if not sort:
         raise LakehouseError(f"{definition.name} has no sort columns to look up")
-    cols = []
-    for name in sort[: max(1, len(values))]:
-        dv = read_day(definition, paths, name, day)
-        cols.append(rle.RunColumn(dv.table))
+    # One cutoff, one listing: every column comes from the same committed run.
+    for attempt in range(3):
+        selection = current_files(paths)
+        try:
+            cols = [rle.RunColumn(read_day(definition, paths, name, day, selection).table)
+                    for name in sort[: max(1, len(values))]]
+            break
+        except FileNotFoundError:  # a run committed and cleaned up meanwhile: choose again
+            if attempt == 2:
+                raise
     first = cols[0]
     total = first.acc(first.n - 1) if first.n else 0
     r = rle.lookup(cols, values, total)

@@ -20,7 +20,7 @@ import pyarrow.ipc as ipc
 
 from lakehouse.warehouse import join
 
-NAME = re.compile(r"^(\d{8})-(\d+)$")
+NAME = re.compile(r"([0-9]{8})-([0-9]+)")
 
 
 def vector_name(day: dt.date, cutoff: int) -> str:
@@ -29,7 +29,7 @@ def vector_name(day: dt.date, cutoff: int) -> str:
 
 def parse_name(name: str) -> tuple[dt.date, int] | None:
     """(day, cutoff) of a vector file name; None for anything else (temp files, strays)."""
-    m = NAME.match(name)
+    m = NAME.fullmatch(name)
     if not m:
         return None
     try:
@@ -72,7 +72,18 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """A pyarrow filesystem and path for a local path or URI (works on executors too)."""
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri
+    scheme = uri.split("://", 1)[0]
+    if scheme in _HADOOP_SCHEMES:  # Hadoop's names for the stores pyarrow knows as s3
+        uri = _HADOOP_SCHEMES[scheme] + uri[len(scheme):]
     return pafs.FileSystem.from_uri(uri)
+
+
+_HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+
+
+def to_uri(base_uri: str, base_path: str, path: str) -> str:
+    """Turn a path pyarrow listed under ``base_path`` back into a URI under ``base_uri``."""
+    return base_uri.rstrip("/") + path[len(base_path.rstrip("/")):]
 
 
 def list_files(vectors_root: str) -> tuple[list[VectorFile], list[str]]:
@@ -89,18 +100,18 @@ def list_files(vectors_root: str) -> tuple[list[VectorFile], list[str]]:
             continue
         column, name = parts
         if name.startswith("."):
-            temps.append(i.path)
+            temps.append(to_uri(vectors_root, root, i.path))
             continue
         parsed = parse_name(name)
         if parsed:
-            files.append(VectorFile(column, parsed[0], parsed[1], i.path))
+            files.append(VectorFile(column, parsed[0], parsed[1], to_uri(vectors_root, root, i.path)))
     return files, temps
 
 
 def delete(paths: Iterable[str], vectors_root: str) -> int:
-    fs, _ = filesystem(vectors_root)
     n = 0
-    for p in paths:
+    for uri in paths:
+        fs, p = filesystem(uri)
         try:
             fs.delete_file(p)
             n += 1

@@ -55,18 +55,22 @@ def _ident(s: str) -> str:
     return '"' + s.replace('"', '""') + '"'
 
 
-def split_sql(t: TableSource) -> str:
+def split_sql(t: TableSource, live: Any = None, archive: Any = None) -> str:
     """The split view's SELECT on pinned snapshots (live version read first, then archive)."""
     from lakehouse.archive.state import read_snapshot
 
-    live = read_snapshot(t.paths.live)
-    archive = read_snapshot(t.paths.archive)
+    live = live or read_snapshot(t.paths.live)
+    archive = archive or read_snapshot(t.paths.archive)
     assert live is not None and archive is not None
     cols = ", ".join(_ident(c) for c in t.definition.visible_columns)
     arch = f"SELECT {cols} FROM delta_scan('{_lit(t.paths.archive)}', version => {archive.version})"
     live_sql = f"SELECT {cols} FROM delta_scan('{_lit(t.paths.live)}', version => {live.version})"
     if archive.cutoff is not None:
-        live_sql += f" WHERE {_ident(t.definition.event_time)} >= to_timestamp({archive.cutoff})"
+        import datetime as dt
+
+        day = dt.datetime.fromtimestamp(archive.cutoff, dt.timezone.utc).date().isoformat()
+        live_sql += (f" WHERE \"event_date\" >= DATE '{day}'"
+                     f" AND {_ident(t.definition.event_time)} >= to_timestamp({archive.cutoff})")
     return f"{arch} UNION ALL {live_sql}"
 
 

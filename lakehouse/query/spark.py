@@ -15,17 +15,22 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def split_frame(spark: "SparkSession", t: TableSource) -> tuple["DataFrame", Snapshot, Snapshot]:
+def split_frame(spark: "SparkSession", t: TableSource, live: Snapshot | None = None,
+                archive: Snapshot | None = None) -> tuple["DataFrame", Snapshot, Snapshot]:
     """archive UNION ALL live-at-or-after-cutoff, from pinned snapshots (live read first)."""
     from pyspark.sql import functions as F
 
-    live = spark_snapshot(spark, t.paths.live)
-    archive = spark_snapshot(spark, t.paths.archive)
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    live = live or spark_snapshot(spark, t.paths.live)
+    archive = archive or spark_snapshot(spark, t.paths.archive)
     cols = t.definition.visible_columns
     live_df = spark.read.format("delta").option("versionAsOf", live.version).load(t.paths.live)
     arch_df = spark.read.format("delta").option("versionAsOf", archive.version).load(t.paths.archive)
     if archive.cutoff is not None:
-        live_df = live_df.where(F.col(t.definition.event_time) >= F.lit(cutoff_time(archive.cutoff)).cast("timestamp"))
+        at = cutoff_time(archive.cutoff)
+        live_df = live_df.where(F.col(PARTITION_COLUMN) >= F.lit(at.date())).where(
+            F.col(t.definition.event_time) >= F.lit(at).cast("timestamp"))
     return arch_df.select(*cols).unionByName(live_df.select(*cols)), live, archive
 
 
