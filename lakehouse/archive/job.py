@@ -318,30 +318,31 @@ class ArchiveJob:
         days = [r[PARTITION_COLUMN] for r in below.select(PARTITION_COLUMN).distinct().collect()]
         if not days:
             return 0
-        archived = (
+        # (load, day) pairs the archive holds for those days: small (loads per day), so the delete
+        # is a plain DELETE with a literal predicate, which Delta prunes to those partitions.
+        pairs = (
             self.spark.read.format("delta").load(self.paths.archive)
-            .where(_days_sql(days)).select(LOAD_COLUMN, PARTITION_COLUMN).distinct()
+            .where(F.col(PARTITION_COLUMN).isin(days)).select(PARTITION_COLUMN, LOAD_COLUMN).distinct().collect()
         )
-        n = below.join(archived, on=[LOAD_COLUMN, PARTITION_COLUMN], how="left_semi").count()
-        if n == 0:
+        by_day: dict[dt.date, list[str]] = {}
+        for r in pairs:
+            by_day.setdefault(r[PARTITION_COLUMN], []).append(r[LOAD_COLUMN])
+        if not by_day:
             return 0
+        cond = F.lit(False)
+        for day, loads in sorted(by_day.items()):
+            cond = cond | ((F.col(PARTITION_COLUMN) == F.lit(day)) & F.col(LOAD_COLUMN).isin(sorted(loads)))
+        cond = F.col(PARTITION_COLUMN).isin(sorted(by_day)) & (F.col(d.event_time) < _ts(cutoff)) & cond
 
-        def delete() -> None:
-            src = (
-                self.spark.read.format("delta").load(self.paths.archive)
-                .where(_days_sql(days)).select(LOAD_COLUMN, PARTITION_COLUMN).distinct()
-            )
-            cond = (
-                (F.col(f"t.{PARTITION_COLUMN}") == F.col(f"s.{PARTITION_COLUMN}"))
-                & (F.col(f"t.{LOAD_COLUMN}") == F.col(f"s.{LOAD_COLUMN}"))
-                & F.col(f"t.{PARTITION_COLUMN}").isin(days)
-                & (F.col(f"t.`{d.event_time}`") < _ts(cutoff))
-            )
-            DeltaTable.forPath(self.spark, self.paths.live).alias("t").merge(src.alias("s"), cond) \
-                .whenMatchedDelete().execute()
+        def delete() -> int:
+            table = DeltaTable.forPath(self.spark, self.paths.live)
+            before = table.toDF().where(cond).count()
+            if before:
+                table.delete(cond)
+            return before
 
-        with_retries(f"purge of archived rows from {d.name}/live", delete)
-        return n
+        deleted, _ = with_retries(f"purge of archived rows from {d.name}/live", delete)
+        return deleted
 
     def _discard_uncommitted(self, cutoff: int) -> None:
         """Remove the vector files of this run's cutoff when its commit did not happen."""
