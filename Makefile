@@ -6,7 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 JARS   := $(VENV)/share/lakehouse/jars
 POM    := lakehouse/jvm/pom.xml
-PYTEST_ARGS ?=
+# Two workers (one SparkSession each); whole files per worker so module fixtures are built once.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: all setup demo test test-fast check-tools clean lint
 

@@ -410,6 +410,32 @@ def verify(obj: Ctx, table: str | None, fmt: str | None) -> None:
         _fail(f"verify: {bad[0].table}: {bad[0].name}: {bad[0].detail}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
 
 
+# -- bench ------------------------------------------------------------------------------------
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks that compare against a baseline in the same run."""
+
+
+@bench.command("archive")
+@click.option("--rows", type=int, default=1_000_000, show_default=True)
+@click.option("--days", type=int, default=5, show_default=True)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_archive_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
+    """Archive ROWS generated trips vs a plain sorted Delta write of the same rows."""
+    from lakehouse.bench import bench_archive
+
+    master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
+    doc = bench_archive(master, rows, days)
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    for k, v in doc.items():
+        click.echo(f"{k:<38} {v}")
+
+
 # -- demo -------------------------------------------------------------------------------------
 
 @cli.command()

@@ -84,7 +84,8 @@ def test_end_to_end_json_contract(proj, tmp_path):
 
     p = run(proj, "tables", "--format", "json")
     assert json.loads(p.stdout) == [{"name": "trips", "live_rows": 2, "archive_rows": 0, "cutoff": None,
-                                     "bound": None, "created": True, "rejects": 1}]
+                                     "bound": None, "created": True, "rejects": 1,
+                                     "waiting_rows": 0}]
     p = run(proj, "rejects", "trips", "--format", "json")
     (rej,) = json.loads(p.stdout)
     assert rej["source"] == str(data) and rej["line"] == 3

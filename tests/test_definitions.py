@@ -98,9 +98,11 @@ def test_good_definition_and_derived_values(tmp_path):
     assert d.column_names == ["id", "n", "price", "event_time"]
     assert d.spark_ddl() == (
         "`id` STRING NOT NULL, `n` INT, `price` DOUBLE, `event_time` TIMESTAMP NOT NULL, "
-        f"`{PARTITION_COLUMN}` DATE"
+        f"`_lh_load` STRING NOT NULL, `{PARTITION_COLUMN}` DATE"
     )
-    assert d.spark_ddl(with_partition=False).endswith("`event_time` TIMESTAMP NOT NULL")
+    assert d.spark_ddl(with_partition=False, hidden=False).endswith("`event_time` TIMESTAMP NOT NULL")
+    assert d.visible_columns == ["id", "n", "price", "event_time", PARTITION_COLUMN]
+    assert d.sort_order[-1] == "_lh_load"
     assert d.properties() == {
         "lakehouse.table": "t",
         "lakehouse.primary_key": "id",
