@@ -6,8 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 JARS   := $(VENV)/share/lakehouse/jars
 POM    := lakehouse/jvm/pom.xml
-# Two workers (one SparkSession each); whole files per worker so module fixtures are built once.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+PYTEST_ARGS ?=
 
 .PHONY: all setup demo test test-fast check-tools clean lint
 

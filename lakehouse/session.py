@@ -53,6 +53,9 @@ def spark_conf(master: str) -> dict[str, str]:
     log4j = Path(__file__).parent / "jvm" / "log4j2.properties"
     level = os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper()
     java_opts = f"-Dlog4j.configurationFile=file:{log4j} -Dlakehouse.log.level={level}"
+    extra = os.environ.get("LAKEHOUSE_JAVA_OPTS")  # e.g. faster start for short-lived test runs
+    if extra:
+        java_opts += " " + extra
     conf = {
         "spark.app.name": "lakehouse",
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",

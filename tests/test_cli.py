@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import FAST_JVM, REPO
 
 pytestmark = pytest.mark.slow
 
@@ -22,6 +22,7 @@ def run(project: Path, *args: str, check: int | None = 0, env: dict | None = Non
     e = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     e.update(env or {})
     e.setdefault("LAKEHOUSE_MASTER", "local[2]")
+    e.setdefault("LAKEHOUSE_JAVA_OPTS", FAST_JVM)
     p = subprocess.run(
         [sys.executable, "-m", "lakehouse.cli", "--project", str(project), *args],
         capture_output=True, text=True, env=e, timeout=600,
@@ -123,6 +124,7 @@ def test_two_concurrent_load_processes_lose_nothing(proj, tmp_path):
     before = json.loads(run(proj, "tables", "--format", "json").stdout)[0]["live_rows"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     env["LAKEHOUSE_MASTER"] = "local[1]"
+    env["LAKEHOUSE_JAVA_OPTS"] = FAST_JVM
     procs = [subprocess.Popen([sys.executable, "-m", "lakehouse.cli", "--project", str(proj), "--format", "json",
                                "load", "trips", str(f)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for f in files]
