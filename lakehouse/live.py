@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
@@ -51,6 +52,8 @@ class FileResult:
     rows_rejected: int = 0
     error: str | None = None
     """Set when the whole file was rejected."""
+    days: set[dt.date] = field(default_factory=set)
+    """UTC days of the staged good rows (the partitions the commit touches)."""
 
 
 @dataclass
@@ -104,6 +107,8 @@ class _Stager:
         self.good_path, self.rejects_path = good_path, rejects_path
         self.file_index, self.source, self.load_id = file_index, source, load_id
         self.rows: list[tuple[Any, ...]] = []
+        self.days: set[dt.date] = set()
+        self._event_index = definition.column_names.index(definition.event_time)
         self.rejects: list[tuple[int, str, str]] = []
         self.good_writer: pq.ParquetWriter | None = None
         self.rejects_writer: pq.ParquetWriter | None = None
@@ -124,6 +129,8 @@ class _Stager:
             return
         cols = list(zip(*self.rows))
         batch = pa.table([pa.array(c, type=f.type) for c, f in zip(cols, self.schema)], schema=self.schema)
+        # event times are UTC, so their date is the UTC day (event_date)
+        self.days.update(pc.unique(batch.column(self._event_index).cast(pa.date32())).to_pylist())
         if self.good_writer is None:
             self.good_writer = pq.ParquetWriter(self.good_path, self.schema)
         self.good_writer.write_table(batch)
@@ -192,6 +199,7 @@ def stage_file(definition: TableDefinition, path: str, fmt: str | None, staging_
             stager.add(row, rec.line)
             result.rows_loaded += 1
         stager.close()
+        result.days = stager.days
     except BaseException:
         stager.discard()
         raise
@@ -279,7 +287,8 @@ def load(spark_factory: Callable[[], "SparkSession"], warehouse: str, definition
         spark = spark_factory()
         if result.rows_loaded:
             (ins, upd), result.attempts = with_retries(
-                f"load into {definition.name}/live", lambda: _commit_live(spark, definition, paths, staging, load_id)
+                f"load into {definition.name}/live", lambda: _commit_live(spark, definition, paths, staging, load_id,
+                                     set().union(*(f.days for f in result.files)), result.rows_loaded)
             )
             result.rows_inserted, result.rows_updated = ins, upd
         if result.rows_rejected or file_rejects:
@@ -305,19 +314,17 @@ def _source_frame(spark: "SparkSession", definition: TableDefinition, staging: s
 
 
 def _commit_live(spark: "SparkSession", definition: TableDefinition, paths: TablePaths,
-                 staging: str, load_id: str) -> tuple[int, int]:
+                 staging: str, load_id: str, days: set[dt.date], rows: int) -> tuple[int, int]:
     from delta.tables import DeltaTable
 
     src = _source_frame(spark, definition, staging, load_id)
     if not definition.has_key:
         src.write.format("delta").mode("append").save(paths.live)
-        n = spark.read.parquet(join(staging, "good")).count()
-        return n, 0
-    # The literal day list lets Delta see which partitions the MERGE reads, so concurrent loads
-    # and archive purges of other days do not conflict with it.
-    days = sorted(r[0] for r in src.select(PARTITION_COLUMN).distinct().collect())
+        return rows, 0
+    # The literal day list (known from staging) lets Delta see which partitions the MERGE reads,
+    # so concurrent loads and archive purges of other days do not conflict with it.
     cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (*definition.primary_key, PARTITION_COLUMN))
-    cond += f" AND t.`{PARTITION_COLUMN}` IN ({', '.join(repr(d.isoformat()) for d in days)})"
+    cond += f" AND t.`{PARTITION_COLUMN}` IN ({', '.join(repr(d.isoformat()) for d in sorted(days))})"
     metrics = (
         DeltaTable.forPath(spark, paths.live).alias("t")
         .merge(src.alias("s"), cond)

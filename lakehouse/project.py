@@ -15,7 +15,7 @@ from lakehouse.errors import QueryError
 from lakehouse.query import compare as compare_mod
 from lakehouse.query import sources
 from lakehouse.settings import Settings
-from lakehouse.warehouse import TablePaths, delta_exists, live_row_count
+from lakehouse.warehouse import TablePaths, delta_exists, row_count
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,9 +102,9 @@ class Lakehouse:
                 TableState(
                     name=name,
                     created=created,
-                    live_rows=live_row_count(p.live) if created else 0,
-                    archive_rows=live_row_count(p.archive) if created else 0,
-                    rejects=live_row_count(p.rejects) if created else 0,
+                    live_rows=row_count(p.live) if created else 0,
+                    archive_rows=row_count(p.archive) if created else 0,
+                    rejects=row_count(p.rejects) if created else 0,
                     cutoff=cutoff,
                     bound=None,
                     waiting_rows=_waiting_rows(p.live, d.event_time, cutoff) if created and cutoff is not None else 0,

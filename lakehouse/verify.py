@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from lakehouse.archive import rle
 from lakehouse.archive.vectors import current as vectors_current
 from lakehouse.archive.vectors import list_files
+from lakehouse.archive.vectors import read as read_vector
 from lakehouse.archive.state import read_snapshot
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.query import TableSource
@@ -46,11 +47,10 @@ def _q(name: str) -> str:
 def _nulls_first_violation(cols: list[str], cur: str, prev: str) -> str:
     """SQL: the row ``cur`` sorts before ``prev`` (ascending, nulls first) on ``cols``."""
     terms = []
-    for i, c in enumerate(cols):
+    for i in range(len(cols)):
         eq = " AND ".join(f"({cur}_{j} IS NOT DISTINCT FROM {prev}_{j})" for j in range(i)) or "TRUE"
         lt = f"(({cur}_{i} IS NULL AND {prev}_{i} IS NOT NULL) OR ({cur}_{i} IS NOT NULL AND {prev}_{i} IS NOT NULL AND {cur}_{i} < {prev}_{i}))"
         terms.append(f"({eq} AND {lt})")
-        _ = c
     return " OR ".join(terms) or "FALSE"
 
 
@@ -166,7 +166,6 @@ class Verifier:
 
         files, _ = self._day_files()
         order = [c for c in self.d.sort_order if c in self.d.column_names]
-        n = len(order)
         cur = ", ".join(f'{duck._ident(c)} AS cur_{i}' for i, c in enumerate(order))
         prev = ", ".join(
             f'lag({duck._ident(c)}) OVER (ORDER BY file_row_number) AS prev_{i}' for i, c in enumerate(order))
@@ -182,7 +181,6 @@ class Verifier:
                 if con.execute(sql).fetchone()[0]:
                     bad_days.append(day)
                     break
-        _ = n
         checks = [Check(self.d.name, "archive days sorted", not bad_days,
                         f"day {bad_days[0]} is not sorted by {', '.join(order)}" if bad_days else "",
                         {"days": len(files)})]
@@ -209,7 +207,7 @@ class Verifier:
                     continue
                 checked += 1
                 try:
-                    table = _read_ipc(f.path)
+                    table = read_vector(f.path)
                     if col in d.archive.sort_columns:
                         issues = rle.check_runs(table)
                         if issues:
@@ -238,8 +236,3 @@ def _both_nan(a: pa.Scalar, b: pa.Scalar) -> bool:
     x, y = a.as_py(), b.as_py()
     return isinstance(x, float) and isinstance(y, float) and x != x and y != y
 
-
-def _read_ipc(path: str) -> pa.Table:
-    from lakehouse.archive.vectors import read
-
-    return read(path)

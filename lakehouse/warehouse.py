@@ -94,7 +94,7 @@ def remove_tree(path: str) -> None:
     fs.delete(hpath, True)
 
 
-def live_row_count(path: str) -> int:
+def row_count(path: str) -> int:
     """Rows in a Delta table from its log statistics (no data files are read)."""
     if not delta_exists(path):
         return 0

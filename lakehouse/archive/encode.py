@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from lakehouse import crashpoints
 from lakehouse.archive import vectors
-from lakehouse.archive.rle import RunEncoder
+from lakehouse.archive.rle import RunEncoder, run_schema
 
 BATCH_ROWS = 65_536
 
@@ -43,7 +43,7 @@ def encode_day(task: DayTask) -> tuple[str, int, int]:
     try:
         for name, t in task.sort_columns:
             writers[name] = vectors.AtomicIpcWriter(task.vectors_root, name, task.day, task.cutoff,
-                                                    vectors_schema_runs(t))
+                                                    run_schema(t))
         for name, t in task.plain_columns:
             writers[name] = vectors.AtomicIpcWriter(task.vectors_root, name, task.day, task.cutoff,
                                                     pa.schema([pa.field("value", t)]))
@@ -77,8 +77,3 @@ def encode_day(task: DayTask) -> tuple[str, int, int]:
                 pass
         raise
 
-
-def vectors_schema_runs(t: pa.DataType) -> pa.Schema:
-    from lakehouse.archive.rle import run_schema
-
-    return run_schema(t)
