@@ -102,6 +102,137 @@ class ArchiveSettings(_Strict):
         }
 
 
+SORT_FIELDS = ("TIME_IN_FILENAME", "MODIFIED_FILE_TIME")
+_SIZE = re.compile(r"^(\d+)\s*(B|KB|MB|GB|TB)?$", re.IGNORECASE)
+_SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def parse_size(value: Any) -> int:
+    """A size in bytes from an integer or ``<int><unit>`` (B, KB, MB, GB, TB; 1 KB = 1024 B)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size such as '64MB', got {value!r}")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and (m := _SIZE.match(value.strip())):
+        n = int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "B").upper()]
+    else:
+        raise ValueError(f"expected a size such as '64MB' (units B, KB, MB, GB, TB), got {value!r}")
+    if n < 1:
+        raise ValueError(f"must be at least 1 byte, got {value!r}")
+    return n
+
+
+class FilenameTime(_Strict):
+    """How to read a file's implied time from its name."""
+
+    regex: str
+    """A regular expression searched in the file name; its first group holds the time."""
+    format: str
+    """The ``strptime`` format of that group (UTC), e.g. ``%Y%m%dT%H%M``."""
+
+    @field_validator("regex")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            compiled = re.compile(v)
+        except re.error as e:
+            raise ValueError(f"bad regular expression {v!r}: {e}") from None
+        if compiled.groups < 1:
+            raise ValueError(f"regular expression {v!r} needs a group around the time, e.g. 'trips_(\\d{{8}})'")
+        return v
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, v: str) -> str:
+        if "%" not in v:
+            raise ValueError(f"bad time format {v!r}: expected strptime directives such as '%Y%m%dT%H%M'")
+        return v
+
+
+class IngestSettings(_Strict):
+    """How ``lakehouse ingest`` takes files from a landing directory (the ``ingest:`` section)."""
+
+    format: Literal["csv", "json", "parquet"] | None = None
+    """Input format; by default from each file's extension (.gz accepted for csv and json)."""
+    pattern: str | None = None
+    """Regular expression matched against file names; other files are ignored (default: all)."""
+    sort_field: Literal["TIME_IN_FILENAME", "MODIFIED_FILE_TIME"] = "MODIFIED_FILE_TIME"
+    """Where a file's implied time comes from."""
+    filename_time: FilenameTime | None = None
+    """Required with TIME_IN_FILENAME."""
+    ingress_delay_interval: Duration = Duration(0, "0")
+    """Hold-back window of the file T-sort; 0 = strict order; -1 = no ordering (files in the
+    order found, nothing is late)."""
+    ingress_file_scan_wait: Duration = Duration.parse("2s")
+    """Pause between scans in --watch mode; also how long a new file must stay unchanged."""
+    min_file_age: Duration | None = None
+    """A file whose last change is at least this old counts as complete at once (without it, a
+    file is complete once its size and mtime did not change between two scans)."""
+    block_size: int = 64 << 20
+    """Files larger than this are parsed by several Spark tasks, one per block (bytes)."""
+    blocks_per_batch: int = 16
+    """At most this many blocks per commit (a bigger file is a batch of its own)."""
+    late_folder: str | None = None
+    """A folder (inside the source directory) late files are moved to; by default they stay."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"bad regular expression {v!r}: {e}") from None
+        return v
+
+    @field_validator("ingress_delay_interval", mode="before")
+    @classmethod
+    def _delay(cls, v: Any) -> Duration:
+        if isinstance(v, Duration):
+            return v
+        if v == -1 or v == "-1":
+            return Duration(-1, "-1")
+        if v == 0 or v == "0":
+            return Duration(0, "0")
+        try:
+            return Duration.parse(v)
+        except ValueError:
+            raise ValueError(f"expected a duration such as '10m', 0 (strict order) or -1 (no ordering), got {v!r}") from None
+
+    @field_validator("ingress_file_scan_wait", "min_file_age", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Duration | None:
+        if v is None:
+            return None
+        if v == 0:
+            return Duration(0, "0")
+        return Duration.parse(v)
+
+    @field_validator("block_size", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> int:
+        return parse_size(v)
+
+    @field_validator("blocks_per_batch", mode="before")
+    @classmethod
+    def _blocks(cls, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"must be a whole number >= 1, got {v!r}")
+        return v
+
+    @field_validator("late_folder")
+    @classmethod
+    def _late_folder(cls, v: str | None) -> str | None:
+        if v is not None and (not v or "/" in v or "\\" in v or v in (".", "..")):
+            raise ValueError(f"must be a plain folder name inside the source directory, got {v!r}")
+        return v
+
+    @property
+    def ordered(self) -> bool:
+        """False with ingress_delay_interval -1 (files are taken as found)."""
+        return self.ingress_delay_interval.millis >= 0
+
+
 class TableDefinition(_Strict):
     """A fact table: columns, optional primary key, event time, archive settings."""
 
@@ -115,6 +246,8 @@ class TableDefinition(_Strict):
     """The timestamp column whose UTC day partitions the table."""
     archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
     """Archiving settings."""
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    """How ``lakehouse ingest`` takes files from landing directories."""
 
     @field_validator("name", mode="before")
     @classmethod
@@ -282,6 +415,12 @@ def _cross_check(d: TableDefinition, expected_name: str | None) -> list[str]:
         problems.append("archive.sort_columns: a column is listed twice")
     if d.archive.interval.millis == 0:
         problems.append("archive.interval: must be greater than zero")
+    ing = d.ingest
+    if ing.sort_field == "TIME_IN_FILENAME" and ing.filename_time is None:
+        problems.append("ingest.filename_time: required with sort_field TIME_IN_FILENAME "
+                        "(e.g. {regex: 'trips_(\\d{8}T\\d{4})', format: '%Y%m%dT%H%M'})")
+    if ing.sort_field == "MODIFIED_FILE_TIME" and ing.filename_time is not None:
+        problems.append("ingest.filename_time: only used with sort_field TIME_IN_FILENAME")
     return problems
 
 

@@ -103,33 +103,44 @@ def _read_csv(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
             raise InputError(f"{path}: empty file (a CSV file needs a header row of column names)") from None
         except csv.Error as e:
             raise InputError(f"{path}: line 1: bad CSV header: {e}") from None
-        header = [h.strip() for h in header]
-        if header and header[0].startswith("\ufeff"):
-            header[0] = header[0][1:]
-        dupes = sorted({h for h in header if header.count(h) > 1})
-        if dupes:
-            raise InputError(f"{path}: header repeats column {', '.join(repr(d) for d in dupes)}")
-        _check_columns(path, header, columns)
-        n = len(header)
-        line = reader.line_num
-        while True:
-            start = line + 1
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as e:
-                line = reader.line_num
-                yield RawReject(start, "", f"bad CSV: {e}")
-                continue
+        header = csv_header(path, header, columns)
+        yield from csv_records(reader, header, base=0)
+
+
+def csv_header(path: str, header: list[str], columns: list[str]) -> list[str]:
+    """The column names of a CSV header row, checked against the table's columns."""
+    header = [h.strip() for h in header]
+    if header and header[0].startswith("\ufeff"):
+        header[0] = header[0][1:]
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise InputError(f"{path}: header repeats column {', '.join(repr(d) for d in dupes)}")
+    _check_columns(path, header, columns)
+    return header
+
+
+def csv_records(reader: Any, header: list[str], base: int) -> Iterator[RawRecord | RawReject]:
+    """The records of a ``csv.reader``; ``base`` is the file line before the reader's first line."""
+    n = len(header)
+    line = reader.line_num
+    while True:
+        start = base + line + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
             line = reader.line_num
-            if not row:
-                continue  # a blank line is no record
-            raw = _to_csv_line(row)
-            if len(row) != n:
-                yield RawReject(start, _cut(raw), f"expected {n} fields as in the header, got {len(row)}")
-                continue
-            yield RawRecord(start, dict(zip(header, row)), raw)
+            yield RawReject(start, "", f"bad CSV: {e}")
+            continue
+        line = reader.line_num
+        if not row:
+            continue  # a blank line is no record
+        raw = _to_csv_line(row)
+        if len(row) != n:
+            yield RawReject(start, _cut(raw), f"expected {n} fields as in the header, got {len(row)}")
+            continue
+        yield RawRecord(start, dict(zip(header, row)), raw)
 
 
 def _to_csv_line(row: list[str]) -> str:
@@ -139,29 +150,34 @@ def _to_csv_line(row: list[str]) -> str:
 
 
 def _read_json(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
-    known = set(columns)
     with _open_text(path) as f:
-        for i, text in enumerate(f, start=1):
-            text = text.rstrip("\r\n")
-            if i == 1 and text.startswith("\ufeff"):
-                text = text[1:]
-            if not text.strip():
-                continue
-            try:
-                value = json.loads(text, parse_float=_json_float)
-            except ValueError as e:
-                yield RawReject(i, _cut(text), f"invalid JSON: {e}")
-                continue
-            if not isinstance(value, dict):
-                yield RawReject(i, _cut(text), f"expected a JSON object, got {type(value).__name__}")
-                continue
-            if not known.issuperset(value):
-                extra = [k for k in value if k not in known]
-                raise InputError(
-                    f"{path}: line {i}: unknown column{'s' if len(extra) > 1 else ''} "
-                    f"{', '.join(repr(k) for k in extra)} (the table has: {', '.join(columns)})"
-                )
-            yield RawRecord(i, value, _cut(text))
+        yield from json_records(path, f, columns, first_line=1)
+
+
+def json_records(path: str, lines: Any, columns: list[str], first_line: int) -> Iterator[RawRecord | RawReject]:
+    """The records of JSON Lines text; ``first_line`` is the file line of the first one."""
+    known = set(columns)
+    for i, text in enumerate(lines, start=first_line):
+        text = text.rstrip("\r\n")
+        if i == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text, parse_float=_json_float)
+        except ValueError as e:
+            yield RawReject(i, _cut(text), f"invalid JSON: {e}")
+            continue
+        if not isinstance(value, dict):
+            yield RawReject(i, _cut(text), f"expected a JSON object, got {type(value).__name__}")
+            continue
+        if not known.issuperset(value):
+            extra = [k for k in value if k not in known]
+            raise InputError(
+                f"{path}: line {i}: unknown column{'s' if len(extra) > 1 else ''} "
+                f"{', '.join(repr(k) for k in extra)} (the table has: {', '.join(columns)})"
+            )
+        yield RawRecord(i, value, _cut(text))
 
 
 def _json_float(s: str) -> Any:
@@ -172,16 +188,31 @@ def _json_float(s: str) -> Any:
 
 
 def _read_parquet(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
+    pf = open_parquet(path, columns)
+    yield from parquet_records(path, pf, None, first=1)
+
+
+def open_parquet(path: str, columns: list[str]) -> Any:
+    """A ``pyarrow.parquet.ParquetFile`` whose columns are all columns of the table."""
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(path)
     except Exception as e:  # noqa: BLE001 - pyarrow raises several types for bad files
         raise InputError(f"{path}: not a readable Parquet file: {e}") from None
-    names = pf.schema_arrow.names
-    _check_columns(path, names, columns)
-    n = 0
-    for batch in pf.iter_batches(batch_size=10_000):
-        for row in batch.to_pylist():
-            n += 1
-            yield RawRecord(n, row, _cut(json.dumps(row, default=str)))
+    _check_columns(path, pf.schema_arrow.names, columns)
+    return pf
+
+
+def parquet_records(path: str, pf: Any, row_groups: list[int] | None, first: int) -> Iterator[RawRecord | RawReject]:
+    """The records of some row groups (all by default); ``first`` is the first record's number."""
+    n = first - 1
+    try:
+        for batch in pf.iter_batches(batch_size=10_000, row_groups=row_groups):
+            for row in batch.to_pylist():
+                n += 1
+                yield RawRecord(n, row, _cut(json.dumps(row, default=str)))
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a corrupt page surfaces as ArrowInvalid and friends
+        raise InputError(f"{path}: record {n + 1}: cannot read Parquet data: {e}") from None

@@ -30,7 +30,7 @@ from lakehouse.inputs import RawReject, detect_format, read_records
 from lakehouse.physical import column_drift, describe
 from lakehouse.records import BadValue, RowConverter
 from lakehouse.settings import is_local
-from lakehouse.warehouse import TablePaths, join, remove_tree
+from lakehouse.warehouse import TablePaths, join, remove_tree, scan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -372,8 +372,6 @@ def read_rejects(warehouse: str, table: str) -> list[dict[str, Any]]:
     paths = TablePaths(warehouse, table)
     if describe(paths.rejects) is None:
         raise TableNotFound(f"table {table!r} has no rejects table; run `lakehouse migrate`")
-    from deltalake import DeltaTable
-
-    rows = DeltaTable(paths.rejects).to_pyarrow_table().to_pylist()
+    rows = scan(paths.rejects).to_pylist()
     rows.sort(key=lambda r: (r["at"] or dt.datetime.min.replace(tzinfo=dt.timezone.utc), r["source"] or "", r["line"] or 0))
     return rows

@@ -25,7 +25,7 @@ from lakehouse.definitions import ArchiveSettings, TableDefinition, load_definit
 from lakehouse.errors import DefinitionError, LakehouseError, MigrationError, TableNotFound
 from lakehouse.physical import columns_from_dicts, create_table, describe, drift
 from lakehouse.settings import Settings
-from lakehouse.warehouse import TablePaths, delta_exists, history_path, remove_tree
+from lakehouse.warehouse import TablePaths, delta_exists, history_path, remove_tree, scan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -91,9 +91,7 @@ def read_history(warehouse: str) -> list[AppliedMigration]:
     path = history_path(warehouse)
     if not delta_exists(path):
         return []
-    from deltalake import DeltaTable
-
-    rows = DeltaTable(path).to_pyarrow_table().to_pylist()
+    rows = scan(path).to_pylist()
     out = [AppliedMigration(r["version"], r["name"], r["checksum"], r["applied_at"]) for r in rows]
     return sorted(out, key=lambda a: a.version)
 

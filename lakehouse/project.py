@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from lakehouse import live, migrations
-from lakehouse.definitions import TableDefinition, get_definition, load_definitions
+from lakehouse.definitions import PARTITION_COLUMN, TableDefinition, get_definition, load_definitions
 from lakehouse.errors import QueryError
 from lakehouse.query import compare as compare_mod
 from lakehouse.query import sources
 from lakehouse.settings import Settings
-from lakehouse.warehouse import TablePaths, delta_exists, row_count
+from lakehouse.warehouse import TablePaths, delta_exists, row_count, scan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -184,11 +184,7 @@ def _waiting_rows(live_path: str, event_time: str, cutoff: int) -> int:
     """Live rows with event time < cutoff (read with delta-rs; partition-pruned)."""
     import datetime as dt
 
-    import pyarrow.dataset as ds
-
-    from lakehouse.warehouse import open_delta
-
-    t = dt.datetime.fromtimestamp(cutoff, dt.timezone.utc)
-    data = open_delta(live_path).to_pyarrow_dataset()
-    flt = (ds.field("event_date") <= t.date()) & (ds.field(event_time) < pa.scalar(t, pa.timestamp("us", tz="UTC")))
-    return int(data.count_rows(filter=flt))
+    day = dt.datetime.fromtimestamp(cutoff, dt.timezone.utc).date()
+    sql = (f'SELECT count(*) AS n FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{day.isoformat()}\' '
+           f'AND "{event_time}" < to_timestamp_seconds({int(cutoff)})')
+    return int(scan(live_path, sql).column("n")[0].as_py())

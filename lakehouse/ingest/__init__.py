@@ -1,0 +1,8 @@
+"""Ingestion: landing directories into a table's live store, in implied-time order, exactly once.
+
+- ``tsort``: the file T-sort (pure): a priority queue with a hold-back window.
+- ``blocks``: block planning and block parsing of one file (pure: bytes in, Arrow out).
+- ``state``: the durable ingest state (queue, T_read, every file seen, the batch in flight).
+- ``scanner``: listing a landing directory; completeness of files.
+- ``pipeline``: the Spark side: parse blocks in parallel, commit a batch exactly once.
+"""
