@@ -219,6 +219,103 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
         _fail(f"{first.error}; the file was set aside in rejects, other files were loaded")
 
 
+# -- ingest -----------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("table")
+@click.option("--source", required=True, type=click.Path(file_okay=False), help="The landing directory to scan.")
+@click.option("--once", "mode", flag_value="once", default=True, help="Scan, load what the rule allows, exit (default).")
+@click.option("--watch", "mode", flag_value="watch", help="Scan again every ingress_file_scan_wait until Ctrl-C.")
+@click.option("--drain", is_flag=True, help="Also take every queued file at the end (the end of a stream).")
+@click.option("--dry-run", is_flag=True, help="Print what would be taken; change nothing.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: bool, fmt: str | None) -> None:
+    """Load files from a landing directory in implied-time order, exactly once."""
+    import signal
+    import threading
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    stop = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        click.echo("stopping after the current batch (Ctrl-C again to abort)", err=True)
+
+    if mode == "watch":
+        signal.signal(signal.SIGINT, on_sigint)
+        signal.signal(signal.SIGTERM, on_sigint)
+    console = Console(stderr=True)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, transient=True, disable=not console.is_terminal)
+    tasks: dict[int, Any] = {}
+
+    def on_start(batch: Any, blocks: int) -> None:
+        tasks[batch.number] = progress.add_task(f"batch {batch.number}: {len(batch.files)} file(s)", total=blocks)
+
+    def on_batch(r: Any) -> None:
+        if r.number in tasks:
+            progress.update(tasks[r.number], completed=r.blocks)
+            progress.remove_task(tasks.pop(r.number))
+        if obj.fmt(fmt) != "json":
+            progress.console.print(
+                f"batch {r.number}: {len(r.files) - len(r.failed)} file(s), {r.rows} rows, {r.rows_rejected} rejected"
+                + (f", {len(r.failed)} failed" if r.failed else "") + (" (finished after a crash)" if r.recovered else "")
+                + f" in {r.seconds:.1f}s", highlight=False)
+
+    with progress:
+        report = obj.lakehouse.ingest(table, source, watch=(mode == "watch"), drain=drain, dry_run=dry_run,
+                                      stop=stop, on_batch=on_batch, on_start=on_start)
+    if obj.fmt(fmt) == "json":
+        _emit_json(report.to_json())
+        return
+    for name in report.incomplete:
+        click.echo(f"{name}: still being written (size or mtime changed); next scan")
+    for name in report.late:
+        click.echo(f"{name}: LATE, set aside (see `lakehouse ingest-log {table}`)")
+    for name, err in report.failed:
+        click.echo(f"{name}: FAILED: {err}")
+    for name in report.modified:
+        click.echo(f"{name}: modified after it was loaded; not reloaded")
+    if dry_run:
+        for b in report.planned:
+            click.echo(f"would take batch {b.number}: {', '.join(b.files) or '(no readable files)'}"
+                       + (f"; failing {', '.join(n for n, _ in b.failed)}" if b.failed else ""))
+        click.echo(f"{table}: dry run, nothing changed; {len(report.new)} new file(s), "
+                   f"{report.waiting} would wait in the queue")
+        return
+    click.echo(f"{table}: {report.files_ingested} file(s) ingested in {len(report.batches)} batch(es), "
+               f"{report.rows} rows, {report.rows_rejected} rejected; {len(report.late)} late, "
+               f"{len(report.failed)} failed, {report.waiting} waiting in the queue")
+
+
+@cli.command("ingest-log")
+@click.argument("table")
+@click.option("--source", type=click.Path(file_okay=False), default=None, help="Only this landing directory.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def ingest_log(obj: Ctx, table: str, source: str | None, fmt: str | None) -> None:
+    """Every file ingest has seen for TABLE, in the order seen, with its status."""
+    entries = obj.lakehouse.ingest_log(table, source)
+    if obj.fmt(fmt) == "json":
+        _emit_json(entries)
+        return
+    if not entries:
+        click.echo(f"{table}: no files ingested yet")
+        return
+    click.echo(f"{'file':<40} {'implied_time':<21} {'status':<9} {'rows':>8} {'rejected':>8} {'batch':>6}  error")
+    for e in entries:
+        click.echo(f"{os.path.basename(e['file']):<40} {output.format_timestamp(e['implied_time']) if e['implied_time'] else '-':<21} "
+                   f"{e['status']:<9} {e['rows']:>8} {e['rows_rejected']:>8} {e['batch'] if e['batch'] is not None else '-':>6}"
+                   f"  {e['error'] or ''}")
+
+
 # -- rejects ----------------------------------------------------------------------------------
 
 @cli.command()

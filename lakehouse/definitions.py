@@ -190,6 +190,8 @@ class IngestSettings(_Strict):
     def _delay(cls, v: Any) -> Duration:
         if isinstance(v, Duration):
             return v
+        if isinstance(v, (bool, float)):
+            raise ValueError(f"expected a duration such as '10m', 0 (strict order) or -1 (no ordering), got {v!r}")
         if v == -1 or v == "-1":
             return Duration(-1, "-1")
         if v == 0 or v == "0":
@@ -204,7 +206,7 @@ class IngestSettings(_Strict):
     def _duration(cls, v: Any) -> Duration | None:
         if v is None:
             return None
-        if v == 0:
+        if not isinstance(v, bool) and (v == 0 or v == "0") and not isinstance(v, float):
             return Duration(0, "0")
         return Duration.parse(v)
 

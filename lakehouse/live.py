@@ -10,13 +10,14 @@ retried a bounded number of times.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -287,25 +288,28 @@ def load(spark_factory: Callable[[], "SparkSession"], warehouse: str, definition
         spark = spark_factory()
         if result.rows_loaded:
             (ins, upd), result.attempts = with_retries(
-                f"load into {definition.name}/live", lambda: _commit_live(spark, definition, paths, staging, load_id,
-                                     set().union(*(f.days for f in result.files)), result.rows_loaded)
+                f"load into {definition.name}/live",
+                lambda: commit_live(spark, definition, paths, spark.read.parquet(join(staging, "good")), load_id,
+                                    set().union(*(f.days for f in result.files)), result.rows_loaded),
             )
             result.rows_inserted, result.rows_updated = ins, upd
         if result.rows_rejected or file_rejects:
             with_retries(
                 f"rejects of {definition.name}",
-                lambda: _commit_rejects(spark, paths, staging, file_rejects, load_id, result.rows_rejected > 0),
+                lambda: append_rejects(spark, paths, [
+                    *([spark.read.parquet(join(staging, "rejects"))] if result.rows_rejected else []),
+                    *([file_rejects_frame(spark, file_rejects, load_id)] if file_rejects else []),
+                ]),
             )
     finally:
         remove_tree(staging)
     return result
 
 
-def _source_frame(spark: "SparkSession", definition: TableDefinition, staging: str, load_id: str) -> "DataFrame":
+def _source_frame(definition: TableDefinition, df: "DataFrame", load_id: str) -> "DataFrame":
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(join(staging, "good"))
     df = df.withColumn(PARTITION_COLUMN, F.to_date(F.col(definition.event_time)))
     if definition.has_key:
         w = Window.partitionBy(*definition.primary_key).orderBy(F.desc(FILE_ORDER), F.desc(LINE_ORDER))
@@ -313,11 +317,37 @@ def _source_frame(spark: "SparkSession", definition: TableDefinition, staging: s
     return df.select(*definition.column_names, F.lit(load_id).alias(LOAD_COLUMN), PARTITION_COLUMN)
 
 
+@contextlib.contextmanager
+def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[None]:
+    """Make the Delta writes inside (MERGE, append) record the SetTransaction ``txn`` = (app id,
+    version) in their commit; Delta skips such a write when the table already holds that
+    version for the app id (a batch replayed after a crash is not applied twice)."""
+    if txn is None:
+        yield
+        return
+    spark.conf.set("spark.databricks.delta.write.txnAppId", txn[0])
+    spark.conf.set("spark.databricks.delta.write.txnVersion", str(txn[1]))
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+
+
+def commit_live(spark: "SparkSession", definition: TableDefinition, paths: TablePaths, good: "DataFrame",
+                load_id: str, days: set[dt.date], rows: int, txn: tuple[str, int] | None = None) -> tuple[int, int]:
+    """Upsert (key) or append (no key) parsed rows into live in one commit; (inserted, updated).
+
+    ``good`` holds the table's columns plus the file and line order columns (later wins)."""
+    with idempotent(spark, txn):
+        return _commit_live(spark, definition, paths, good, load_id, days, rows)
+
+
 def _commit_live(spark: "SparkSession", definition: TableDefinition, paths: TablePaths,
-                 staging: str, load_id: str, days: set[dt.date], rows: int) -> tuple[int, int]:
+                 good: "DataFrame", load_id: str, days: set[dt.date], rows: int) -> tuple[int, int]:
     from delta.tables import DeltaTable
 
-    src = _source_frame(spark, definition, staging, load_id)
+    src = _source_frame(definition, good, load_id)
     if not definition.has_key:
         src.write.format("delta").mode("append").save(paths.live)
         return rows, 0
@@ -339,32 +369,34 @@ def _commit_live(spark: "SparkSession", definition: TableDefinition, paths: Tabl
     return 0, 0
 
 
-def _commit_rejects(spark: "SparkSession", paths: TablePaths, staging: str,
-                    file_rejects: list[tuple[str, str]], load_id: str, have_rows: bool) -> None:
+def file_rejects_frame(spark: "SparkSession", file_rejects: list[tuple[str, str]], load_id: str) -> "DataFrame":
+    """Rejects rows for whole files: (source, reason), with no line or record."""
+    now = dt.datetime.now(dt.timezone.utc)
+    t = pa.table(
+        [
+            pa.array([f for f, _ in file_rejects]),
+            pa.array([None] * len(file_rejects), pa.int64()),
+            pa.array([None] * len(file_rejects), pa.string()),
+            pa.array([r for _, r in file_rejects]),
+            pa.array([now] * len(file_rejects), pa.timestamp("us", tz="UTC")),
+            pa.array([load_id] * len(file_rejects)),
+        ],
+        schema=REJECTS_SCHEMA,
+    )
+    return spark.createDataFrame(t)
+
+
+def append_rejects(spark: "SparkSession", paths: TablePaths, frames: list["DataFrame"],
+                   txn: tuple[str, int] | None = None) -> None:
+    """Append frames of rejects rows (source, line, record, reason, at, load_id) in one commit."""
     from pyspark.sql import functions as F
 
-    frames = []
-    if have_rows:
-        frames.append(spark.read.parquet(join(staging, "rejects")))
-    if file_rejects:
-        now = dt.datetime.now(dt.timezone.utc)
-        t = pa.table(
-            [
-                pa.array([f for f, _ in file_rejects]),
-                pa.array([None] * len(file_rejects), pa.int64()),
-                pa.array([None] * len(file_rejects), pa.string()),
-                pa.array([r for _, r in file_rejects]),
-                pa.array([now] * len(file_rejects), pa.timestamp("us", tz="UTC")),
-                pa.array([load_id] * len(file_rejects)),
-            ],
-            schema=REJECTS_SCHEMA,
-        )
-        frames.append(spark.createDataFrame(t))
     df = frames[0]
     for other in frames[1:]:
         df = df.unionByName(other)
-    df.select("source", "line", "record", "reason", F.col("at").cast("timestamp"), "load_id") \
-        .write.format("delta").mode("append").save(paths.rejects)
+    with idempotent(spark, txn):
+        df.select("source", "line", "record", "reason", F.col("at").cast("timestamp"), "load_id") \
+            .write.format("delta").mode("append").save(paths.rejects)
 
 
 def read_rejects(warehouse: str, table: str) -> list[dict[str, Any]]:

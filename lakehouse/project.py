@@ -148,6 +148,22 @@ class Lakehouse:
     def load(self, table: str, files: list[str], fmt: str | None = None) -> live.LoadResult:
         return live.load(self.spark, self.settings.warehouse, self.definition(table), files, fmt)
 
+    def ingest(self, table: str, source: str, watch: bool = False, drain: bool = False, dry_run: bool = False,
+               stop: Any = None, on_batch: Any = None, on_start: Any = None) -> Any:
+        """Take files from a landing directory into live (see lakehouse.ingest.pipeline)."""
+        from lakehouse.ingest.pipeline import Ingest
+
+        job = Ingest(self.spark, self.settings.warehouse, self.definition(table), source,
+                     on_batch=on_batch, on_start=on_start)
+        return job.run(watch=watch, drain=drain, dry_run=dry_run, stop=stop)
+
+    def ingest_log(self, table: str, source: str | None = None) -> list[dict[str, Any]]:
+        """Every file ``ingest`` has seen for a table, in the order seen."""
+        from lakehouse.ingest.pipeline import read_log
+
+        self.definition(table)
+        return read_log(self.settings.warehouse, table, source)
+
     def rejects(self, table: str) -> list[dict[str, Any]]:
         self.definition(table)
         return live.read_rejects(self.settings.warehouse, table)

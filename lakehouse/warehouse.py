@@ -80,6 +80,16 @@ def open_delta(path: str) -> Any:
     return DeltaTable(path)
 
 
+def txn_version(path: str, app_id: str) -> int | None:
+    """The latest SetTransaction version of ``app_id`` in a Delta table (delta-rs, no Spark)."""
+    if not delta_exists(path):
+        return None
+    from deltalake import DeltaTable
+
+    v = DeltaTable(path, without_files=True).transaction_version(app_id)
+    return None if v is None else int(v)
+
+
 def scan(path: str, sql: str = "SELECT * FROM t", version: int | None = None) -> "pa.Table":
     """Run SQL over one Delta table, registered as ``t``, with delta-rs's own engine (no Spark).
 

@@ -363,9 +363,14 @@ def keys(ts: list[T]) -> list[tuple[int, str]]:
 DELAYS = st.sampled_from([-1, 0, 1, 90_000, MINUTE_MS, 3 * MINUTE_MS, 5 * MINUTE_MS, 10 * MINUTE_MS, 30 * MINUTE_MS])
 
 # Files: (minute, unique name). Few minutes so that times repeat; names drawn independently of
-# times so that ties are broken both ways.
-FILES = st.lists(
-    st.tuples(st.integers(0, 25), st.text(alphabet="abcd", min_size=1, max_size=3)),
+# times (and of push order) so that ties are broken both ways.
+NAMES = st.integers(0, 999).map(lambda k: f"f{k:03d}")
+FILES = st.lists(st.tuples(st.integers(0, 25), NAMES), max_size=30, unique_by=lambda f: f[1])
+
+# One step per file: push it, then pop 0..2 times (0 = same batch as the next file; 2 = a scan
+# that found nothing new), then maybe save the state and build a new sorter from it.
+STEPS = st.lists(
+    st.tuples(st.integers(0, 25), NAMES, st.integers(0, 2), st.booleans()),
     max_size=30,
     unique_by=lambda f: f[1],
 )
@@ -374,13 +379,10 @@ FILES = st.lists(
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[int, list[tuple[int, str]], list[int], list[bool], int]:
     delay = draw(DELAYS)
-    files = draw(FILES)
-    # after each push: how many pops follow (0 = same batch as the next file; >1 = scans that
-    # found nothing new), and whether the state is saved and restored before the next push
-    pops = draw(st.lists(st.integers(0, 2), min_size=len(files), max_size=len(files)))
-    restarts = draw(st.lists(st.booleans(), min_size=len(files), max_size=len(files)))
+    steps = draw(STEPS)
     seed = draw(st.integers(0, 2**16))
-    return delay, files, pops, restarts, seed
+    files = [(m, n) for m, n, _, _ in steps]
+    return delay, files, [p for *_, p, _ in steps], [r for *_, r in steps], seed
 
 
 def _restore(s: FileTSort, rng: random.Random) -> FileTSort:

@@ -70,6 +70,8 @@ class Block:
     """File line (text) or record number (Parquet) of the block's first record."""
     header: tuple[str, ...] | None = None
     """CSV: the column names of the file's header row."""
+    error: str | None = None
+    """A problem with the whole file found while planning: parsing yields only this error."""
 
     @property
     def whole(self) -> bool:
@@ -260,6 +262,11 @@ def parse_block(definition: TableDefinition, block: Block, batch_rows: int = BAT
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
     empty = (None,) * ncols
+    if block.error:
+        rows.append(empty)
+        meta.append((block.first_line, FILE_ERROR, None, block.error))
+        yield flush()
+        return
     try:
         for rec in block_records(block, definition.column_names):
             if isinstance(rec, RawReject):

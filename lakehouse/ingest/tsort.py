@@ -36,6 +36,7 @@ class FileTSort:
     """Queued files, in T order (in push order when unordered)."""
 
     def __post_init__(self) -> None:
+        self.queue = list(self.queue)
         if self.delay_ms >= 0:
             self.queue.sort()
 

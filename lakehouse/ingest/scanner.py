@@ -1,0 +1,77 @@
+"""Listing a landing directory: which files count, their implied time, and when they are complete.
+
+A file counts when its name matches the table's ``ingest.pattern`` and does not start with ``.``
+or ``_`` (hidden and in-progress files by convention); sub-folders are not descended into. A file
+is complete once its size and modification time are unchanged since the previous scan, or once
+its last change is at least ``min_file_age`` old.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from dataclasses import dataclass
+
+from lakehouse.definitions import IngestSettings
+from lakehouse.errors import InputError
+
+UTC = dt.timezone.utc
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A candidate file as found by one scan."""
+
+    name: str
+    size: int
+    mtime_ns: int
+
+    @property
+    def mtime(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.mtime_ns // 1000 / 1e6, UTC).replace(
+            microsecond=(self.mtime_ns // 1000) % 1_000_000)
+
+
+def list_source(source: str, settings: IngestSettings) -> list[Listed]:
+    """The files of a landing directory that ingest considers, by name."""
+    if not os.path.isdir(source):
+        raise InputError(f"{source}: no such directory")
+    pattern = re.compile(settings.pattern) if settings.pattern else None
+    out = []
+    with os.scandir(source) as it:
+        for e in it:
+            if e.name.startswith((".", "_")) or (pattern is not None and not pattern.search(e.name)):
+                continue
+            try:
+                if not e.is_file():
+                    continue
+                st = e.stat()
+            except FileNotFoundError:  # removed while we looked
+                continue
+            out.append(Listed(e.name, st.st_size, st.st_mtime_ns))
+    return sorted(out, key=lambda f: f.name)
+
+
+def is_complete(f: Listed, previous: list[int] | None, now: dt.datetime, min_age: int | None) -> bool:
+    """Whether a file is done being written: unchanged since the previous scan, or old enough."""
+    if previous is not None and previous == [f.size, f.mtime_ns]:
+        return True
+    return min_age is not None and (now - f.mtime) >= dt.timedelta(milliseconds=min_age)
+
+
+def implied_time(f: Listed, settings: IngestSettings) -> dt.datetime:
+    """The time a file stands for; InputError naming the file when its name holds none."""
+    if settings.sort_field == "MODIFIED_FILE_TIME":
+        return f.mtime
+    assert settings.filename_time is not None
+    ft = settings.filename_time
+    m = re.search(ft.regex, f.name)
+    if not m:
+        raise InputError(f"{f.name}: no time in the file name (regex {ft.regex!r} does not match)")
+    text = m.group(1)
+    try:
+        t = dt.datetime.strptime(text, ft.format)
+    except ValueError as e:
+        raise InputError(f"{f.name}: cannot parse the time {text!r} with format {ft.format!r}: {e}") from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)

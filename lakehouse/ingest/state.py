@@ -1,0 +1,244 @@
+"""The durable ingest state of one (table, landing directory): every file seen, the queue, T_read,
+and the batches taken but not yet finished.
+
+One JSON document, replaced atomically (temp file, fsync, rename), under
+``<warehouse>/<table>/_ingest/<source key>.json``. It is the ingest log, too.
+
+Exactly once: files are assigned to numbered batches in the same save that advances T_read;
+a batch commits into live (and rejects) with the Delta SetTransaction (``lakehouse.ingest.<key>``,
+batch number), so a batch re-run after a crash is skipped by a table that already holds it; only
+then is the batch marked done here. Every run first finishes the batches a crashed run left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lakehouse.errors import LakehouseError
+from lakehouse.ingest.tsort import T
+from lakehouse.warehouse import TablePaths, join
+
+STATUSES = ("queued", "ingested", "late", "failed")
+FORMAT_VERSION = 1
+UTC = dt.timezone.utc
+
+
+def source_key(source: str) -> str:
+    """A stable, readable key for a landing directory: its name and a hash of its full path."""
+    full = os.path.abspath(source).rstrip("/") or "/"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(full))[:40] or "root"
+    return f"{name}-{hashlib.sha256(full.encode()).hexdigest()[:10]}"
+
+
+def _ts(t: dt.datetime | None) -> str | None:
+    return None if t is None else t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _parse_ts(s: str | None) -> dt.datetime | None:
+    return None if s is None else dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+@dataclass
+class FileEntry:
+    """One file seen in the landing directory."""
+
+    name: str
+    seq: int
+    """Order in which files were first seen (within a scan: T order, or name order unordered)."""
+    size: int
+    mtime_ns: int
+    implied_time: dt.datetime | None
+    status: str
+    rows: int = 0
+    rows_rejected: int = 0
+    batch: int | None = None
+    error: str | None = None
+    seen_at: dt.datetime | None = None
+    moved_to: str | None = None
+    """Where a late file was moved (the late folder), if configured."""
+    modified: str | None = None
+    """Set when the file changed after it was ingested (it is not reloaded)."""
+
+    @property
+    def t(self) -> T:
+        assert self.implied_time is not None
+        return T(self.implied_time, self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["implied_time"] = _ts(self.implied_time)
+        d["seen_at"] = _ts(self.seen_at)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "FileEntry":
+        d = dict(d)
+        d["implied_time"] = _parse_ts(d.get("implied_time"))
+        d["seen_at"] = _parse_ts(d.get("seen_at"))
+        return cls(**d)
+
+
+@dataclass
+class Batch:
+    """Files taken together into one commit (in queue order), and files that failed when taken."""
+
+    number: int
+    files: list[str]
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    """(file name, reason) of taken files found unreadable while planning the batch."""
+
+    @property
+    def load_id(self) -> str:
+        return f"ingest-{self.number:08d}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "files": self.files, "failed": [list(f) for f in self.failed]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Batch":
+        return cls(d["number"], list(d["files"]), [(a, b) for a, b in d.get("failed", [])])
+
+
+@dataclass
+class IngestState:
+    """Everything ``ingest`` remembers about one landing directory of one table."""
+
+    table: str
+    source: str
+    t_read: T | None = None
+    next_batch: int = 1
+    pending: list[Batch] = field(default_factory=list)
+    """Batches taken (T_read already past them) but not yet recorded as done."""
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    observed: dict[str, list[int]] = field(default_factory=dict)
+    """New files not yet known complete: name -> [size, mtime_ns] at the previous scan."""
+
+    @property
+    def key(self) -> str:
+        return source_key(self.source)
+
+    @property
+    def app_id(self) -> str:
+        """The Delta SetTransaction app id of this source's commits (live and rejects)."""
+        return f"lakehouse.ingest.{self.key}"
+
+    def queued(self) -> list[FileEntry]:
+        """Files waiting in the queue (not yet taken into a batch), in seen order."""
+        return sorted((f for f in self.files.values() if f.status == "queued" and f.batch is None),
+                      key=lambda f: f.seq)
+
+    def next_seq(self) -> int:
+        return max((f.seq for f in self.files.values()), default=0) + 1
+
+    def log(self) -> list[FileEntry]:
+        """Every file seen, in the order seen."""
+        return sorted(self.files.values(), key=lambda f: f.seq)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "table": self.table,
+            "source": self.source,
+            "t_read": None if self.t_read is None else [_ts(self.t_read.time), self.t_read.name],
+            "next_batch": self.next_batch,
+            "pending": [b.to_json() for b in self.pending],
+            "files": [f.to_json() for f in self.log()],
+            "observed": self.observed,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "IngestState":
+        tr = d.get("t_read")
+        files = [FileEntry.from_json(f) for f in d.get("files", [])]
+        return cls(
+            table=d["table"],
+            source=d["source"],
+            t_read=None if tr is None else T(_parse_ts(tr[0]), tr[1]),  # type: ignore[arg-type]
+            next_batch=int(d.get("next_batch", 1)),
+            pending=[Batch.from_json(b) for b in d.get("pending", [])],
+            files={f.name: f for f in files},
+            observed={k: list(v) for k, v in d.get("observed", {}).items()},
+        )
+
+
+class StateStore:
+    """Where the states of a table's landing directories live."""
+
+    def __init__(self, paths: TablePaths) -> None:
+        self.paths = paths
+        self.folder = join(paths.root, "_ingest")
+
+    def path(self, source: str) -> str:
+        return join(self.folder, f"{source_key(source)}.json")
+
+    def load(self, source: str) -> IngestState:
+        path = self.path(source)
+        full = os.path.abspath(source).rstrip("/") or "/"
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return IngestState(self.paths.name, full)
+        except (OSError, ValueError) as e:
+            raise LakehouseError(f"{path}: unreadable ingest state: {e}") from None
+        if data.get("format") != FORMAT_VERSION:
+            raise LakehouseError(f"{path}: ingest state format {data.get('format')!r} is not {FORMAT_VERSION}")
+        try:
+            return IngestState.from_json(data)
+        except (KeyError, TypeError, ValueError) as e:
+            raise LakehouseError(f"{path}: corrupt ingest state: {e!r}") from None
+
+    def save(self, state: IngestState) -> None:
+        path = self.path(state.source)
+        os.makedirs(self.folder, exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state.to_json(), f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):  # make the rename durable
+            fd = os.open(self.folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def all(self) -> list[IngestState]:
+        """The states of every landing directory of the table."""
+        if not os.path.isdir(self.folder):
+            return []
+        out = []
+        for name in sorted(os.listdir(self.folder)):
+            if name.endswith(".json"):
+                with open(join(self.folder, name), encoding="utf-8") as f:
+                    try:
+                        out.append(IngestState.from_json(json.load(f)))
+                    except (ValueError, KeyError, TypeError) as e:
+                        raise LakehouseError(f"{join(self.folder, name)}: corrupt ingest state: {e!r}") from None
+        return out
+
+    @contextlib.contextmanager
+    def lock(self, source: str) -> Iterator[None]:
+        """One ingest of a landing directory into a table at a time (an OS lock, freed on SIGKILL)."""
+        os.makedirs(self.folder, exist_ok=True)
+        path = self.path(source) + ".lock"
+        with open(path, "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LakehouseError(
+                    f"ingest {self.paths.name} --source {source}: another ingest holds {path}") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
