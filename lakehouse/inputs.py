@@ -7,6 +7,7 @@ number and reason; a problem with the whole file (missing, unknown columns, no h
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -57,10 +58,23 @@ def detect_format(path: str, explicit: str | None) -> Format:
     return _EXT[ext]  # type: ignore[return-value]
 
 
-def _open_text(path: str) -> io.TextIOBase:
-    if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")  # noqa: SIM115
+@contextlib.contextmanager
+def _open_text(path: str) -> Iterator[Iterator[str]]:
+    """The file's lines (split at \\n only, ends kept), decoded as UTF-8 line by line."""
+    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    try:
+        yield utf8_lines(path, raw, first_line=1)
+    finally:
+        raw.close()
+
+
+def utf8_lines(path: str, raw: Any, first_line: int) -> Iterator[str]:
+    """Decode binary lines; InputError naming the file line of the first invalid UTF-8."""
+    for n, line in enumerate(raw, start=first_line):
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}: line {n}: not UTF-8 text ({e.reason} at byte {e.start} of the line)") from None
 
 
 def _check_columns(path: str, names: list[str], columns: list[str]) -> None:

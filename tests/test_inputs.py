@@ -195,7 +195,7 @@ def test_csv_gz_that_is_not_gzip(tmp_path):
 
 def test_csv_not_utf8(tmp_path):
     p = put(tmp_path, "a.csv", b"id,n\n1,\xff\n")
-    assert input_error(p, "csv") == f"{p}: not UTF-8 text (invalid start byte at byte 7)"
+    assert input_error(p, "csv") == f"{p}: line 2: not UTF-8 text (invalid start byte at byte 2 of the line)"
 
 
 def test_long_raw_record_is_cut(tmp_path):

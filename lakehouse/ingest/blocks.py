@@ -39,6 +39,7 @@ from lakehouse.inputs import (
     open_parquet,
     parquet_records,
     read_records,
+    utf8_lines,
 )
 from lakehouse.records import BadValue, RowConverter
 
@@ -108,6 +109,7 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
     if path.endswith(".gz"):
         _check_start(path, fmt, columns)
         return [Block(file_index, path, fmt, 0, 0, -1, 1)]
+    _check_text(path)
     header: tuple[str, ...] | None = None
     data_start = 0
     first_line = 1
@@ -171,12 +173,32 @@ def record_starts(path: str, data_start: int, size: int, block_size: int, quoted
     return out
 
 
+SNIFF = 64 << 10
+
+
+def _check_text(path: str) -> None:
+    """Fail fast on a file that is not UTF-8 text at its start (binary data, another encoding)."""
+    with open(path, "rb") as f:
+        head = f.read(SNIFF)
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise InputError(f"{path}: binary data (NUL byte at byte {nul}), not text")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # not just a character cut at the end of the sample
+            raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
 def _csv_header_line(path: str, first: bytes, columns: list[str]) -> list[str]:
     try:
         text = first.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    rows = list(csv.reader(io.StringIO(text, newline=""), strict=True)) if text.strip() else []
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline=""), strict=True)) if text.strip() else []
+    except csv.Error as e:
+        raise InputError(f"{path}: line 1: bad CSV header: {e}") from None
     if not rows or not rows[0]:
         raise InputError(f"{path}: line 1: no header row (a CSV file starts with a row of column names)")
     return csv_header(path, rows[0], columns)
@@ -225,11 +247,7 @@ def block_records(block: Block, columns: list[str]) -> Iterator[Any]:
         data = f.read(block.end - block.start)
     if len(data) != block.end - block.start:
         raise InputError(f"{block.path}: the file shrank while it was read (expected {block.end} bytes)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"{block.path}: not UTF-8 text ({e.reason} at byte {block.start + e.start})") from None
-    stream = io.StringIO(text, newline="")
+    stream = utf8_lines(block.path, io.BytesIO(data), block.first_line)
     if block.format == "csv":
         assert block.header is not None
         reader = csv.reader(stream, strict=True)

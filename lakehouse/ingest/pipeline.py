@@ -9,8 +9,8 @@ same [``ingest_after_rejects``], then the batch is recorded done [``ingest_after
 
 A batch's rows become visible in one Delta commit. A replayed batch finds its SetTransaction in
 the table and skips the commit, so a crash at any point loads every file exactly once. Bad rows go
-to rejects with file and line; a bad file is recorded ``failed`` with the reason, left in place,
-and contributes no rows.
+to rejects with file and line; a bad file is recorded ``failed`` in the ingest log with the reason,
+left in place, and contributes no rows.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from lakehouse.ingest.scanner import Listed, implied_time, is_complete, list_sou
 from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore
 from lakehouse.ingest.tsort import FileTSort
 from lakehouse.inputs import detect_format
-from lakehouse.live import append_rejects, check_loadable, commit_live, file_rejects_frame, with_retries
+from lakehouse.live import append_rejects, check_loadable, commit_live, with_retries
 from lakehouse.settings import is_local
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
 
@@ -163,13 +163,10 @@ class Ingest:
         with self.store.lock(self.source):
             state = self.store.load(self.source)
             if dry_run:
-                report.planned = list(state.pending)
-                self._scan(state, report)
-                self._take(state, report, drain, save=False)
-                report.waiting = len(state.queued())
-                return report
-            for batch in list(state.pending):
-                self._execute(state, batch, report, recovered=True)
+                report.planned = list(state.pending)  # a crashed run's batches, finished first
+            else:
+                for batch in list(state.pending):
+                    self._execute(state, batch, report, recovered=True)
             wait = self.settings.ingress_file_scan_wait.seconds
             while True:
                 self._scan(state, report)
@@ -178,7 +175,9 @@ class Ingest:
                     stop.wait(wait)
                     report.incomplete = []
                     self._scan(state, report)
-                batches = self._take(state, report, drain and not watch)
+                batches = self._take(state, report, drain and not watch, save=not dry_run)
+                if dry_run:
+                    break
                 for batch in batches:
                     self._execute(state, batch, report)
                 if not watch or stop.is_set():
@@ -236,7 +235,7 @@ class Ingest:
                 log.warning("%s", e.error)
             elif not tsort.push(e.t):
                 self._late(state, e, report)
-        if new or report.incomplete:
+        if new or report.incomplete or report.modified:
             self._save(state, report)
 
     def _check_unchanged(self, e: FileEntry, f: Listed, report: IngestReport) -> None:
@@ -341,7 +340,7 @@ class Ingest:
             with open(manifest_path, encoding="utf-8") as f:
                 manifest = json.load(f)
         result = BatchResult(batch.number, [*batch.files, *(n for n, _ in batch.failed)], recovered=recovered)
-        if manifest is None and batch.files and not (live_done and rejects_done):
+        if manifest is None and batch.files:  # (re)stage: the counts are needed even if both commits are in
             blocks = self._plan_blocks(batch)
             self.on_start(batch, len(blocks))
             manifest = self._stage(batch, blocks, staging, manifest_path)
@@ -360,15 +359,9 @@ class Ingest:
                          lambda: commit_live(spark, self.definition, self.paths, good, batch.load_id, days,
                                              int(manifest["good"]), txn=(app, batch.number)))
         crashpoints.reached("ingest_after_live")
-        file_errors = [(self._path(batch.files[int(i)]), f["error"]) for i, f in manifest["files"].items() if f["error"]]
-        file_errors += [(self._path(n), r) for n, r in batch.failed]
-        if not rejects_done and (manifest["rejected"] or file_errors):
+        if not rejects_done and manifest["rejected"]:
             spark = spark or self.spark_factory()
-            frames: list[DataFrame] = []
-            if manifest["rejected"]:
-                frames.append(self._rejects_frame(spark, staging, batch, manifest))
-            if file_errors:
-                frames.append(file_rejects_frame(spark, file_errors, batch.load_id))
+            frames = [self._rejects_frame(spark, staging, batch, manifest)]
             with_retries(f"rejects of ingest batch {batch.number} into {self.definition.name}",
                          lambda: append_rejects(spark, self.paths, frames, txn=(app, batch.number)))
         crashpoints.reached("ingest_after_rejects")

@@ -70,6 +70,8 @@ def implied_time(f: Listed, settings: IngestSettings) -> dt.datetime:
     if not m:
         raise InputError(f"{f.name}: no time in the file name (regex {ft.regex!r} does not match)")
     text = m.group(1)
+    if text is None:
+        raise InputError(f"{f.name}: no time in the file name (the group of regex {ft.regex!r} matched nothing)")
     try:
         t = dt.datetime.strptime(text, ft.format)
     except ValueError as e:

@@ -36,7 +36,7 @@ def source_key(source: str) -> str:
     """A stable, readable key for a landing directory: its name and a hash of its full path."""
     full = os.path.abspath(source).rstrip("/") or "/"
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(full))[:40] or "root"
-    return f"{name}-{hashlib.sha256(full.encode()).hexdigest()[:10]}"
+    return f"{name}-{hashlib.sha256(os.fsencode(full)).hexdigest()[:10]}"
 
 
 def _ts(t: dt.datetime | None) -> str | None:
@@ -190,11 +190,13 @@ class StateStore:
             return IngestState(self.paths.name, full)
         except (OSError, ValueError) as e:
             raise LakehouseError(f"{path}: unreadable ingest state: {e}") from None
+        if not isinstance(data, dict):
+            raise LakehouseError(f"{path}: corrupt ingest state: expected a JSON object")
         if data.get("format") != FORMAT_VERSION:
             raise LakehouseError(f"{path}: ingest state format {data.get('format')!r} is not {FORMAT_VERSION}")
         try:
             return IngestState.from_json(data)
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LakehouseError(f"{path}: corrupt ingest state: {e!r}") from None
 
     def save(self, state: IngestState) -> None:
@@ -223,7 +225,7 @@ class StateStore:
                 with open(join(self.folder, name), encoding="utf-8") as f:
                     try:
                         out.append(IngestState.from_json(json.load(f)))
-                    except (ValueError, KeyError, TypeError) as e:
+                    except (ValueError, KeyError, TypeError, AttributeError) as e:
                         raise LakehouseError(f"{join(self.folder, name)}: corrupt ingest state: {e!r}") from None
         return out
 
