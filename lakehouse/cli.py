@@ -248,6 +248,7 @@ def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: b
         click.echo("stopping after the current batch (Ctrl-C again to abort)", err=True)
 
     if mode == "watch":
+        obj.lakehouse.spark()  # first: PySpark installs its own SIGINT handler (cancel jobs, raise)
         signal.signal(signal.SIGINT, on_sigint)
         signal.signal(signal.SIGTERM, on_sigint)
     console = Console(stderr=True)
