@@ -9,6 +9,7 @@ import json
 import os
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def generate(folder: Path, rows: int, days: int, end: dt.date, seed: int = 7) ->
         start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
         day_trips = [_trip(rng, len(trips) + k, start, 86_400) for k in range(per_day)]
         trips.extend(day_trips)
-        path = folder / f"trips_{day:%Y%m%d}.csv"
+        path = folder / f"trips_{day:%Y%m%d}T0000.csv"
         with path.open("w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(FIELDS)
@@ -108,7 +109,7 @@ def generate(folder: Path, rows: int, days: int, end: dt.date, seed: int = 7) ->
         files.append(path)
     # Status updates: most accepted trips complete, some are cancelled; a few complete twice
     # in the same file (the later line wins).
-    updates = folder / "trip_updates.jsonl"
+    updates = folder / f"trips_{end:%Y%m%d}T2300_updates.jsonl"
     n_up = 0
     with updates.open("w", encoding="utf-8") as f:
         for t in trips:
@@ -141,11 +142,26 @@ def generate(folder: Path, rows: int, days: int, end: dt.date, seed: int = 7) ->
         t.update(status=0, driver_id=None, distance_km=None, duration_s=None, fare_total=None, fare_local=None)
         requested.append(t)
     table = pa.table({c: [r[c] for r in requested] for c in FIELDS})
-    ppath = folder / "requests.parquet"
+    ppath = folder / f"trips_{end:%Y%m%d}T2330_requests.parquet"
     pq.write_table(table, ppath)
     files.append(ppath)
     written += len(requested)
     return DemoFiles(files, written, bad, n_up)
+
+
+def late_file(folder: Path, end: dt.date, days: int, seed: int = 8) -> Path:
+    """A file for an early hour that shows up after later files were taken: set aside as late."""
+    rng = random.Random(seed)
+    day = end - dt.timedelta(days=days - 1)
+    start = dt.datetime(day.year, day.month, day.day, 12, tzinfo=dt.timezone.utc)
+    path = folder / f"trips_{day:%Y%m%d}T1200_late.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(FIELDS)
+        for k in range(20):
+            t = _trip(rng, 90_000_000 + k, start, 3600)
+            w.writerow(["true" if v is True else "false" if v is False else v for v in (t[c] for c in FIELDS)])
+    return path
 
 
 def _is_lakehouse_warehouse(path: Path) -> bool:
@@ -188,14 +204,28 @@ def run_demo(lh: Any, reset: bool, rows: int, days: int) -> bool:
     if m.drift:
         raise LakehouseError(f"drift after migrating: {m.drift[0]}")
 
-    say("\n-- load (days first, then updates: later loads win)")
-    loaded = rejected = 0
-    for f in data.files:
-        r = lh.load("trips", [str(f)])
-        loaded += r.rows_loaded
-        rejected += r.rows_rejected
-        say(f"   {f.name:<24} {r.rows_loaded:>7} loaded ({r.rows_inserted} new, {r.rows_updated} updated) "
-            f"{r.rows_rejected:>4} rejected")
+    landing = str(whp / "_demo_input")
+    hold = lh.definition("trips").ingest.ingress_delay_interval
+    say(f"\n-- ingest --source {Path(landing).relative_to(whp)} (files in implied-time order, "
+        f"hold-back window {hold}: later files win)")
+
+    def show(r: Any) -> None:
+        for b in r.batches:
+            say(f"   batch {b.number}: {', '.join(b.files)}: {b.rows} rows, {b.rows_rejected} rejected, {b.seconds:.1f}s")
+        for name in r.late:
+            say(f"   {name}: LATE (its time is before the last file taken): set aside, not loaded")
+        if r.waiting:
+            say(f"   {r.waiting} file(s) held back in the queue (newest - oldest < {hold})")
+
+    show(lh.ingest("trips", landing))
+    late = late_file(whp / "_demo_input", end, days)
+    say(f"   ... {late.name} arrives late; then the end of the stream (--drain)")
+    show(lh.ingest("trips", landing, drain=True))
+    entries = lh.ingest_log("trips")
+    loaded = sum(e["rows"] for e in entries)
+    rejected = sum(e["rows_rejected"] for e in entries)
+    say(f"   ingest-log: {len(entries)} files: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(Counter(e['status'] for e in entries).items())))
     say(f"   rows in {data.rows_written} = loaded {loaded} + rejected {rejected}: "
         + ("ok" if data.rows_written == loaded + rejected else "MISMATCH"))
 
