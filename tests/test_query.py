@@ -28,8 +28,10 @@ def loaded_repo(tmp_path_factory, spark):
     p = Project(root)
     p.lh.migrate()
     data = generate(root / "in", rows=3000, days=3, end=dt.date(2026, 11, 20))
-    for f in data.files:
-        p.lh.load("trips", [str(f)])
+    # through ingest with the shipped trips.yaml settings: days, then updates, then requests
+    r = p.lh.ingest("trips", str(root / "in"), drain=True)
+    assert [f for b in r.batches for f in b.files] == [f.name for f in data.files]
+    assert r.rows + r.rows_rejected == data.rows_written and r.rows_rejected == data.bad_rows
     return p
 
 

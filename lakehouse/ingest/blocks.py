@@ -232,6 +232,108 @@ def _plan_parquet(path: str, columns: list[str], block_size: int, file_index: in
 
 # -- parsing -------------------------------------------------------------------------------------
 
+_FAST_INT = r"^-?[0-9]+$"
+_FAST_FLOAT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_FAST_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_FAST_TS = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?$"
+_FAST_BOOL = {"true": True, "t": True, "1": True, "yes": True, "y": True,
+              "false": False, "f": False, "0": False, "no": False, "n": False}
+
+
+class _Slow(Exception):
+    """The vectorized path cannot vouch for this block: parse it row by row."""
+
+
+def fast_csv_block(definition: TableDefinition, block: Block) -> pa.Table | None:
+    """The block parsed with Arrow's CSV reader and vectorized casts, or None when any value is
+    not in a form the row converter accepts identically (then the caller parses row by row)."""
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+
+    assert block.header is not None
+    with open(block.path, "rb") as f:
+        f.seek(block.start)
+        data = f.read(block.end - block.start)
+    if not data:
+        return None
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    try:
+        table = pcsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pcsv.ReadOptions(column_names=list(block.header), use_threads=False),
+            parse_options=pcsv.ParseOptions(newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(
+                column_types={h: pa.string() for h in block.header}, strings_can_be_null=True,
+                quoted_strings_can_be_null=True, null_values=[""]),
+        )
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return None
+    n = table.num_rows
+    if n != lines:  # blank lines, lone CRs or newlines inside quotes: line numbers need the slow path
+        return None
+    required = set(definition.primary_key) | {definition.event_time}
+    cols: list[pa.Array] = []
+    try:
+        for c in definition.columns:
+            target = c.type.arrow()
+            if c.name not in table.column_names:
+                if not c.nullable or c.name in required:
+                    raise _Slow
+                cols.append(pa.nulls(n, target))
+                continue
+            raw = table.column(c.name).combine_chunks()
+            if raw.null_count and (not c.nullable or c.name in required):
+                raise _Slow
+            cols.append(_fast_cast(raw, c.type.name, target, pc))
+    except (_Slow, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    schema = block_schema(definition)
+    nulls_s = pa.nulls(n, pa.string())
+    cols += [
+        pa.array(np.full(n, block.file_index, dtype=np.int32)),
+        pa.array(np.arange(block.first_line, block.first_line + n, dtype=np.int64)),
+        pa.array(np.zeros(n, dtype=np.int8)),
+        nulls_s,
+        nulls_s,
+    ]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _fast_cast(raw: pa.Array, kind: str, target: pa.DataType, pc: Any) -> pa.Array:
+    def all_match(pattern: str) -> None:
+        ok = pc.match_substring_regex(raw, pattern)
+        if pc.sum(pc.invert(ok).cast(pa.int64())).as_py():
+            raise _Slow
+
+    if kind == "string":
+        return raw
+    if kind in ("int", "long"):
+        all_match(_FAST_INT)
+        return pc.cast(raw, target)  # raises on overflow
+    if kind == "double":
+        all_match(_FAST_FLOAT)
+        return pc.add(pc.cast(raw, pa.float64()), 0.0)  # -0.0 -> 0.0, as the row converter does
+    if kind == "decimal":
+        all_match(_FAST_FLOAT)
+        return pc.cast(raw, target)  # raises when rounding or precision would lose data
+    if kind == "boolean":
+        low = pc.utf8_lower(raw)
+        keys = pa.array(list(_FAST_BOOL))
+        idx = pc.index_in(low, value_set=keys)
+        if idx.null_count != raw.null_count:
+            raise _Slow
+        return pc.take(pa.array(list(_FAST_BOOL.values())), idx)
+    if kind == "date":
+        all_match(_FAST_DATE)
+        return pc.cast(raw, pa.date32())
+    if kind == "timestamp":
+        all_match(_FAST_TS)
+        s = pc.replace_substring_regex(raw, r"^(.{10}) ", r"\1T")
+        zoned = pc.match_substring_regex(s, r"(Z|[+-][0-9]{2}:[0-9]{2})$")
+        s = pc.if_else(zoned, s, pc.binary_join_element_wise(s, "Z", ""))
+        return pc.cast(s, target)
+    raise _Slow
+
 
 def block_records(block: Block, columns: list[str]) -> Iterator[Any]:
     """The raw records of one block (RawRecord / RawReject); InputError for a whole-file problem."""
@@ -257,7 +359,20 @@ def block_records(block: Block, columns: list[str]) -> Iterator[Any]:
 
 
 def parse_block(definition: TableDefinition, block: Block, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """Parse one block into record batches of ``block_schema(definition)``."""
+    """Parse one block into record batches of ``block_schema(definition)``.
+
+    A clean CSV block (every line a record, every value in a form the row converter accepts
+    the same way) takes a vectorized Arrow path; anything else, or any doubt, takes the exact
+    row-by-row path, which produces the rejects."""
+    if block.format == "csv" and not block.whole and not block.error:
+        fast = fast_csv_block(definition, block)
+        if fast is not None:
+            yield from fast.to_batches(max_chunksize=batch_rows * 5)
+            return
+    yield from _parse_rows(definition, block, batch_rows)
+
+
+def _parse_rows(definition: TableDefinition, block: Block, batch_rows: int) -> Iterator[pa.RecordBatch]:
     schema = block_schema(definition)
     ncols = len(definition.columns)
     converter = RowConverter(definition, empty_is_null=(block.format == "csv"))
