@@ -534,6 +534,33 @@ def bench_archive_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
         click.echo(f"{k:<38} {v}")
 
 
+@bench.command("ingest")
+@click.option("--small-files", type=int, default=1000, show_default=True)
+@click.option("--small-rows", type=int, default=1000, show_default=True, help="Rows per small file.")
+@click.option("--big-mb", type=int, default=1024, show_default=True, help="Size of the big file (MB).")
+@click.option("--blocks-per-batch", type=int, default=256, show_default=True)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, blocks_per_batch: int,
+                     fmt: str | None) -> None:
+    """Ingest many small files and one big file vs Spark's file streaming source (availableNow)."""
+    from lakehouse.bench import bench_ingest
+
+    master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
+    doc = bench_ingest(master, small_files, small_rows, big_mb, blocks_per_batch)
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            click.echo(k)
+            for k2, v2 in v.items():
+                click.echo(f"  {k2:<32} {v2}")
+        else:
+            click.echo(f"{k:<34} {v}")
+
+
 # -- demo -------------------------------------------------------------------------------------
 
 @cli.command()

@@ -413,8 +413,9 @@ class Ingest:
                 for row in rb.to_pylist():
                     yield from parse_block(definition, _block_from_row(row))
 
-        rows = [_block_row(b) for b in blocks]
-        desc = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), _BLOCK_DDL)
+        groups = pack_blocks(blocks, self.settings.block_size, spark.sparkContext.defaultParallelism)
+        rdd = spark.sparkContext.parallelize([[_block_row(b) for b in g] for g in groups], len(groups))
+        desc = spark.createDataFrame(rdd.flatMap(lambda g: g), _BLOCK_DDL)
         crashpoints.kill_later("ingest_during_staging", 0.5)
         desc.mapInArrow(parse, schema).write.mode("overwrite").parquet(join(staging, "rows"))
         crashpoints.reached("ingest_after_staging")
@@ -488,6 +489,37 @@ def read_log(warehouse: str, table: str, source: str | None = None) -> list[dict
 
 
 # -- block descriptors as Spark rows -------------------------------------------------------------
+
+
+def pack_blocks(blocks: list[Block], block_size: int, parallelism: int) -> list[list[Block]]:
+    """Group blocks into Spark tasks, in order: a full-size block (a piece of a big file) is a
+    task of its own; small files share a task up to about ``block_size`` bytes, but never in
+    fewer tasks than there are cores while there are blocks to spread."""
+    sizes = [_block_bytes(b) for b in blocks]
+    total = sum(sizes)
+    target = max(1, min(block_size, -(-total // max(1, parallelism))))
+    groups: list[list[Block]] = []
+    current: list[Block] = []
+    used = 0
+    for b, size in zip(blocks, sizes):
+        if current and used + size > target:
+            groups.append(current)
+            current, used = [], 0
+        current.append(b)
+        used += size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _block_bytes(b: Block) -> int:
+    if b.whole or b.format == "parquet":
+        try:
+            return os.path.getsize(b.path)
+        except OSError:
+            return 1
+    return max(1, b.end - b.start)
+
 
 _BLOCK_DDL = ("file_index INT, path STRING, format STRING, idx INT, start LONG, end_ LONG, "
               "first_line LONG, header ARRAY<STRING>, error STRING")
