@@ -134,3 +134,33 @@ def test_two_concurrent_load_processes_lose_nothing(proj, tmp_path):
         assert json.loads(out)["rows_loaded"] == 201
     after = json.loads(run(proj, "tables", "--format", "json").stdout)[0]["live_rows"]
     assert after - before == 401
+
+
+def test_ingest_and_ingest_log_json(proj, tmp_path):
+    run(proj, "migrate")
+    land = tmp_path / "landing"
+    land.mkdir()
+    header = "trip_id,city_id,status,fare_total,event_time\n"
+    (land / "trips_20261120T1000.csv").write_text(header + "i1,1,2,3.5,2026-11-20T10:00:00Z\ni2,1,2,x,2026-11-20T10:01:00Z\n")
+    (land / "trips_20261120T1030.csv").write_text(header + "i3,1,2,4.5,2026-11-20T10:30:00Z\n")
+    (land / "notes.txt").write_text("not a trips file\n")
+    # the plan: the 10-minute window holds back the newest file; nothing changes (and no Spark)
+    p = run(proj, "ingest", "trips", "--source", str(land), "--dry-run", "--format", "json")
+    doc = json.loads(p.stdout)
+    assert doc["dry_run"] and doc["planned"] == [{"batch": 1, "files": ["trips_20261120T1000.csv"]}]
+    assert doc["waiting"] == 1 and doc["batches"] == []
+    assert json.loads(run(proj, "ingest-log", "trips", "--format", "json").stdout) == []
+    p = run(proj, "ingest", "trips", "--source", str(land), "--drain", "--format", "json")
+    doc = json.loads(p.stdout)
+    assert (doc["files_ingested"], doc["rows"], doc["rows_rejected"], doc["waiting"]) == (2, 2, 1, 0)
+    log = json.loads(run(proj, "ingest-log", "trips", "--format", "json").stdout)
+    assert log == [
+        {"file": str(land / "trips_20261120T1000.csv"), "implied_time": "2026-11-20T10:00:00Z", "status": "ingested",
+         "rows": 1, "rows_rejected": 1, "batch": 1, "error": None},
+        {"file": str(land / "trips_20261120T1030.csv"), "implied_time": "2026-11-20T10:30:00Z", "status": "ingested",
+         "rows": 1, "rows_rejected": 0, "batch": 2, "error": None},
+    ]
+    p = run(proj, "ingest-log", "trips")
+    assert "trips_20261120T1030.csv" in p.stdout and "ingested" in p.stdout
+    p = run(proj, "ingest", "trips", "--source", str(tmp_path / "nope"), check=1)
+    assert error_lines(p) == [f"error: {tmp_path / 'nope'}: no such directory"]

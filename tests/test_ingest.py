@@ -422,3 +422,55 @@ def test_state_survives_a_second_landing_directory(spark, project):
     files = [e["file"] for e in project.lh.ingest_log("events")]
     assert sorted(files) == sorted([str(land / name_at(0)), str(other / name_at(0))])
     shutil.rmtree(other)
+
+
+# -- randomized arrivals, real files, against a reference model of the rule ------------------------
+
+
+def reference_model(delay: int, scans: list[list[int]], drain_at_end: bool = True) -> tuple[list[int], set[int]]:
+    """The file T-sort written plainly: times in minutes, one name per time. Returns (taken in
+    order, late)."""
+    queue: list[int] = []
+    t_read: int | None = None
+    taken: list[int] = []
+    late: set[int] = set()
+    for arrivals in scans:
+        for m in (sorted(arrivals) if delay >= 0 else sorted(arrivals, key=lambda m: name_at(m))):
+            if delay >= 0 and t_read is not None and m < t_read:
+                late.add(m)
+            else:
+                queue.append(m)
+        if delay < 0:
+            taken += queue
+            queue = []
+            continue
+        queue.sort()
+        while queue and queue[-1] - queue[0] >= delay:
+            t_read = queue.pop(0)
+            taken.append(t_read)
+    if drain_at_end:
+        taken += sorted(queue) if delay >= 0 else queue
+    return taken, late
+
+
+@pytest.mark.parametrize("delay", [-1, 0, 7])
+def test_random_arrivals_follow_the_rule(spark, project, delay):
+    import random
+
+    rng = random.Random(delay + 100)
+    minutes = rng.sample(range(0, 40), 9)
+    cut = sorted(rng.sample(range(1, 9), 3))
+    scans = [minutes[a:b] for a, b in zip([0, *cut], [*cut, 9])]
+    land = events(project, ingress_delay_interval=f"{delay}m" if delay > 0 else delay, blocks_per_batch=1000)
+    taken: list[str] = []
+    late: list[str] = []
+    for i, arrivals in enumerate(scans):
+        for m in arrivals:
+            write(land, name_at(m), [m], m)
+        r = ingest(project, land, drain=(i == len(scans) - 1))
+        taken += [f for b in r.batches for f in b.files]
+        late += r.late
+    want_taken, want_late = reference_model(delay, scans)
+    assert taken == [name_at(m) for m in want_taken]
+    assert sorted(late) == sorted(name_at(m) for m in want_late)
+    assert live_ids(project) == sorted(want_taken)
