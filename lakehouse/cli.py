@@ -292,7 +292,8 @@ def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: b
         return
     click.echo(f"{table}: {report.files_ingested} file(s) ingested in {len(report.batches)} batch(es), "
                f"{report.rows} rows, {report.rows_rejected} rejected; {len(report.late)} late, "
-               f"{len(report.failed)} failed, {report.waiting} waiting in the queue")
+               f"{len(report.failed)} failed, {report.waiting} waiting in the queue"
+               + (f"; {report.unfinished} batch(es) taken, finished by the next run" if report.unfinished else ""))
 
 
 @cli.command("ingest-log")

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -86,16 +87,35 @@ def reference(template, tmp_path_factory) -> dict:
     return {"content": archive_content(p), "totals": after}
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_kill_at_each_step_then_recover(point, template, reference, tmp_path):
-    p = clone(template[0], tmp_path / "proj")
+def _crash(root: Path, point: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     env.update(LAKEHOUSE_CRASH_AT=point, LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM)
-    proc = subprocess.run(
-        [sys.executable, "-m", "lakehouse.cli", "--project", str(p.root), "--warehouse", p.settings.warehouse,
+    return subprocess.run(
+        [sys.executable, "-m", "lakehouse.cli", "--project", str(root), "--warehouse", str(root / "warehouse"),
          "archive", "trips", "--now", NOW],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env, capture_output=True, text=True, timeout=900,
     )
+
+
+@pytest.fixture(scope="module")
+def crashed(template, tmp_path_factory):
+    """One clone per point, each with its archive process killed there; the processes run two at
+    a time in the background while the tests check and recover the ones already done."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    out = {}
+    for point in POINTS:
+        root = tmp_path_factory.mktemp(point) / "proj"
+        shutil.copytree(template[0], root)
+        out[point] = (root, pool.submit(_crash, root, point))
+    yield out
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_at_each_step_then_recover(point, template, crashed, reference):
+    root, future = crashed[point]
+    p = Project(root)
+    proc = future.result()
     if point == "during_commit":
         assert proc.returncode in (-signal.SIGKILL, 0), proc.stderr  # the write may beat the timer
     else:

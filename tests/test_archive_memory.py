@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROWS = 3_000_000
+ROWS = 1_500_000
 
 SCRIPT = textwrap.dedent('''
     import datetime as dt, json, sys

@@ -5,16 +5,20 @@ files while it runs and stops cleanly on Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from lakehouse.ingest.state import StateStore
 from lakehouse.warehouse import scan
 from tests.conftest import FAST_JVM, Project
 
@@ -60,7 +64,7 @@ def cli(p: Project, *args: str, crash: str | None = None, **kw) -> subprocess.Po
     cmd = [sys.executable, "-m", "lakehouse.cli", "--project", str(p.root), "--warehouse", p.settings.warehouse, *args]
     if kw.pop("background", False):
         return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
 def check_consistent(p: Project, files: dict[str, list[int]], complete: bool) -> None:
@@ -72,6 +76,7 @@ def check_consistent(p: Project, files: dict[str, list[int]], complete: bool) ->
     assert all(all(v) or not any(v) for v in by_file.values()), "a file is partly visible"
     per_load = Counter(r["_lh_load"] for r in rows)
     log = p.lh.ingest_log("events")
+    key = StateStore(p.lh.paths("events")).load(str(p.root / "landing")).key
     ingested = [e for e in log if e["status"] == "ingested"]
     for e in ingested:  # the log never claims more than the table holds
         assert all(by_file[os.path.basename(e["file"])]), e
@@ -79,7 +84,7 @@ def check_consistent(p: Project, files: dict[str, list[int]], complete: bool) ->
     for e in ingested:
         batches[e["batch"]] += e["rows"]
     for b, n in batches.items():
-        assert per_load[f"ingest-{b:08d}"] == n
+        assert per_load[f"ingest-{key}-{b:08d}"] == n
     rejects = p.lh.rejects("events")
     assert len(rejects) == len({(r["source"], r["line"]) for r in rejects}), "rejects recorded twice"
     if complete:
@@ -89,13 +94,31 @@ def check_consistent(p: Project, files: dict[str, list[int]], complete: bool) ->
         assert sum(per_load.values()) == len(rows)
 
 
+@pytest.fixture(scope="module")
+def crashed(spark, tmp_path_factory):
+    """A project per point with 6 files of 2 blocks (batches of 2 files) landed, and its ingest
+    process killed there; the processes run two at a time in the background while the tests
+    check and recover the ones already done."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    template = Project(tmp_path_factory.mktemp("template") / "proj").table(EVENTS).create("events")
+    out = {}
+    for point in POINTS:
+        root = tmp_path_factory.mktemp(point) / "proj"
+        shutil.copytree(template.root, root)
+        p = Project(root)
+        land = p.root / "landing"
+        land.mkdir()
+        files = land_files(land, 0, 6)
+        out[point] = (p, files, pool.submit(cli, p, "ingest", "events", "--source", str(land), crash=point))
+    yield out
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.parametrize("point", POINTS)
-def test_kill_at_each_point_then_every_file_once(point, spark, tmp_path):
-    p = Project(tmp_path / "proj").table(EVENTS).create("events")
+def test_kill_at_each_point_then_every_file_once(point, crashed):
+    p, files, future = crashed[point]
     land = p.root / "landing"
-    land.mkdir()
-    files = land_files(land, 0, 6)  # 6 files of 2 blocks: batches of 2 files
-    proc = cli(p, "ingest", "events", "--source", str(land), crash=point)
+    proc = future.result()
     if point == "ingest_during_staging":
         assert proc.returncode in (-signal.SIGKILL, 0), proc.stderr  # staging may beat the timer
     else:
@@ -115,7 +138,7 @@ def test_watch_picks_up_new_files_and_stops_cleanly_on_ctrl_c(spark, tmp_path):
     land = p.root / "landing"
     land.mkdir()
     files = land_files(land, 0, 2)
-    proc = cli(p, "ingest", "events", "--source", str(land), "--watch", background=True)
+    proc = cli(p, "--format", "json", "ingest", "events", "--source", str(land), "--watch", background=True)
     try:
         def wait_for(n: int) -> None:
             deadline = time.time() + 180
@@ -135,5 +158,10 @@ def test_watch_picks_up_new_files_and_stops_cleanly_on_ctrl_c(spark, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    assert "5 file(s) ingested" in out
+    doc = json.loads(out)  # stdout holds exactly the JSON report
+    assert (doc["files_ingested"], doc["rows"], doc["rows_rejected"], doc["waiting"]) == (5, 60, 5, 0)
     check_consistent(p, files, complete=True)
+    log = json.loads(cli(p, "ingest-log", "events", "--format", "json").stdout)
+    assert [(os.path.basename(e["file"]), e["status"], e["rows"], e["rows_rejected"], e["error"]) for e in log] == [
+        (f"ev_{f:04d}.csv", "ingested", 12, 1, None) for f in range(5)]
+    assert log[0]["implied_time"] == "1900-01-01T00:00:00Z" and log[0]["batch"] == 1

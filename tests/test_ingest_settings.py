@@ -109,9 +109,8 @@ def test_min_file_age_and_late_folder() -> None:
 
 
 def test_defaults_when_section_absent() -> None:
-    d = definition()
-    assert "ingest" not in BASE
-    s = d.ingest
+    data = {k: v for k, v in BASE.items() if k != "ingest"}
+    s = parse_definition(data, SOURCE, expected_name="trips").ingest
     assert s.format is None
     assert s.pattern is None
     assert s.sort_field == "MODIFIED_FILE_TIME"

@@ -340,5 +340,5 @@ def test_key_app_id_and_load_id():
     s = IngestState("trips", "/data/landing")
     assert s.key == source_key("/data/landing")
     assert s.app_id == f"lakehouse.ingest.{s.key}"
-    assert Batch(12, []).load_id == "ingest-00000012"
+    assert s.load_id(Batch(12, [])) == f"ingest-{s.key}-00000012"
     assert entry("a", 1).t == T(dt.datetime(2024, 5, 1, 0, 1, tzinfo=UTC), "a")

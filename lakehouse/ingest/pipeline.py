@@ -88,6 +88,8 @@ class IngestReport:
     batches: list[BatchResult] = field(default_factory=list)
     waiting: int = 0
     """Files still queued at the end (held back by the window)."""
+    unfinished: int = 0
+    """Batches taken but not executed (stopped with Ctrl-C): the next run finishes them first."""
     scans: int = 0
 
     @property
@@ -113,7 +115,7 @@ class IngestReport:
                          "recovered": b.recovered} for b in self.batches],
             "planned": [{"batch": b.number, "files": b.files} for b in self.planned] if self.dry_run else [],
             "files_ingested": self.files_ingested, "rows": self.rows, "rows_rejected": self.rows_rejected,
-            "waiting": self.waiting,
+            "waiting": self.waiting, "unfinished_batches": self.unfinished,
         }
 
 
@@ -162,6 +164,7 @@ class Ingest:
         report = IngestReport(self.definition.name, self.source, dry_run=dry_run)
         with self.store.lock(self.source):
             state = self.store.load(self.source)
+            self._continue_numbering(state)
             if dry_run:
                 report.planned = list(state.pending)  # a crashed run's batches, finished first
             else:
@@ -179,22 +182,36 @@ class Ingest:
                 if dry_run:
                     break
                 for batch in batches:
+                    if watch and stop.is_set():
+                        break  # Ctrl-C: the batches already taken are finished by the next run
                     self._execute(state, batch, report)
                 if not watch or stop.is_set():
                     break
-                stop.wait(wait)
+                stop.wait(max(wait, 0.2))
                 if stop.is_set():
                     break
             if watch and drain:
                 for batch in self._take(state, report, True):
                     self._execute(state, batch, report)
             report.waiting = len(state.queued())
+            report.unfinished = len(state.pending)
         return report
+
+    def _continue_numbering(self, state: IngestState) -> None:
+        """Batch numbers never repeat in a table: a state older than the table (deleted, or
+        restored from a backup) continues after the last batch the table holds, so its batches
+        are neither skipped as done nor mixed up with archived ones."""
+        done = max(txn_version(self.paths.live, state.app_id) or 0, txn_version(self.paths.rejects, state.app_id) or 0)
+        if state.next_batch <= done and not state.pending:
+            log.warning("ingest state of %s is behind the table (last batch %d); numbering continues at %d",
+                        self.source, done, done + 1)
+            state.next_batch = done + 1
 
     # -- scan and push -----------------------------------------------------------------------------
 
     def _scan(self, state: IngestState, report: IngestReport) -> None:
         now = dt.datetime.now(UTC)
+        report.incomplete = []
         report.scans += 1
         listed = list_source(self.source, self.settings)
         min_age = self.settings.min_file_age.millis if self.settings.min_file_age else None
@@ -244,7 +261,8 @@ class Ingest:
         if e.status == "queued" and e.batch is None:
             e.size, e.mtime_ns = f.size, f.mtime_ns  # still waiting: it loads as it is when taken
             return
-        e.modified = (f"modified after it was {e.status} (size {e.size} -> {f.size} bytes, "
+        was = {"ingested": "ingested", "late": "set aside as late", "failed": "marked failed"}.get(e.status, e.status)
+        e.modified = (f"modified after it was {was} (size {e.size} -> {f.size} bytes, "
                       f"at {f.mtime.isoformat().replace('+00:00', 'Z')}); not reloaded")
         report.modified.append(e.name)
         log.warning("%s: %s", os.path.join(self.source, e.name), e.modified)
@@ -356,12 +374,12 @@ class Ingest:
                 good = good.where(~good[FILE_COLUMN].isin(failed_idx))
             days = {dt.date.fromisoformat(d) for d in manifest["days"]}
             with_retries(f"ingest batch {batch.number} into {self.definition.name}/live",
-                         lambda: commit_live(spark, self.definition, self.paths, good, batch.load_id, days,
+                         lambda: commit_live(spark, self.definition, self.paths, good, state.load_id(batch), days,
                                              int(manifest["good"]), txn=(app, batch.number)))
         crashpoints.reached("ingest_after_live")
         if not rejects_done and manifest["rejected"]:
             spark = spark or self.spark_factory()
-            frames = [self._rejects_frame(spark, staging, batch, manifest)]
+            frames = [self._rejects_frame(spark, staging, batch, manifest, state.load_id(batch))]
             with_retries(f"rejects of ingest batch {batch.number} into {self.definition.name}",
                          lambda: append_rejects(spark, self.paths, frames, txn=(app, batch.number)))
         crashpoints.reached("ingest_after_rejects")
@@ -458,7 +476,8 @@ class Ingest:
     def _staged(self, spark: "SparkSession", staging: str) -> "DataFrame":
         return spark.read.parquet(join(staging, "rows"))
 
-    def _rejects_frame(self, spark: "SparkSession", staging: str, batch: Batch, manifest: dict[str, Any]) -> "DataFrame":
+    def _rejects_frame(self, spark: "SparkSession", staging: str, batch: Batch, manifest: dict[str, Any],
+                       load_id: str) -> "DataFrame":
         from pyspark.sql import functions as F
 
         ok = [int(i) for i, f in manifest["files"].items() if not f["error"]]
@@ -473,7 +492,7 @@ class Ingest:
                 F.col(RAW_COLUMN).alias("record"),
                 F.col(REASON_COLUMN).alias("reason"),
                 F.lit(now).cast("timestamp").alias("at"),
-                F.lit(batch.load_id).alias("load_id"),
+                F.lit(load_id).alias("load_id"),
             )
         )
 

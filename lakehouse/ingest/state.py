@@ -96,9 +96,6 @@ class Batch:
     failed: list[tuple[str, str]] = field(default_factory=list)
     """(file name, reason) of taken files found unreadable while planning the batch."""
 
-    @property
-    def load_id(self) -> str:
-        return f"ingest-{self.number:08d}"
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "files": self.files, "failed": [list(f) for f in self.failed]}
@@ -130,6 +127,10 @@ class IngestState:
     def app_id(self) -> str:
         """The Delta SetTransaction app id of this source's commits (live and rejects)."""
         return f"lakehouse.ingest.{self.key}"
+
+    def load_id(self, batch: Batch) -> str:
+        """The ``_lh_load`` of a batch's rows: unique in the table (source key, batch number)."""
+        return f"ingest-{self.key}-{batch.number:08d}"
 
     def queued(self) -> list[FileEntry]:
         """Files waiting in the queue (not yet taken into a batch), in seen order."""
