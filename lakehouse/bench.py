@@ -94,19 +94,8 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
             shutil.rmtree(root, ignore_errors=True)
 
 
-INGEST_TABLE = """
-name: bench
-columns:
-  - {name: trip_id, type: string, nullable: false}
-  - {name: city_id, type: int}
-  - {name: status, type: int}
-  - {name: fx_rate, type: double}
-  - {name: fare_total, type: double}
-  - {name: distance_km, type: double}
-  - {name: vehicle_type, type: string}
-  - {name: event_time, type: timestamp, nullable: false}
-event_time: event_time
-ingest:
+# the same columns, without a key (both sides of the ingest benchmark append)
+INGEST_TABLE = BENCH_TABLE.replace("primary_key: [trip_id]\n", "").split("archive:")[0] + """ingest:
   format: csv
   sort_field: MODIFIED_FILE_TIME
   ingress_delay_interval: 0

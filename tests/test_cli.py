@@ -98,9 +98,10 @@ def test_end_to_end_json_contract(proj, tmp_path):
         {"trip_id": "a", "status": 3, "fare_local": "0.00", "event_time": "2026-11-20T10:15:00Z", "event_date": "2026-11-20"},
         {"trip_id": "c", "status": 2, "fare_local": "7.25", "event_time": "2026-11-21T00:00:00.25Z", "event_date": "2026-11-21"},
     ]
-    for engine in ("duckdb", "spark"):
-        p = run(proj, "query", sql, "--engine", engine, "--format", "json")
-        assert json.loads(p.stdout) == want, engine
+    # (Spark's answers are compared with DuckDB's in test_query, and both engines' Arrow results
+    # are written as JSON by the same code; one more Spark process here would cost ~25 s)
+    p = run(proj, "query", sql, "--engine", "duckdb", "--format", "json")
+    assert json.loads(p.stdout) == want
     p = run(proj, "query", "SELECT count(*) AS n, sum(fare_total) AS s FROM trips", "--engine", "duckdb", "--format", "csv")
     assert p.stdout == "n,s\n2,7.25\n"
     qf = tmp_path / "q.sql"

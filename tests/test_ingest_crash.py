@@ -96,7 +96,7 @@ def check_consistent(p: Project, files: dict[str, list[int]], complete: bool) ->
 
 @pytest.fixture(scope="module")
 def crashed(spark, tmp_path_factory):
-    """A project per point with 6 files of 2 blocks (batches of 2 files) landed, and its ingest
+    """A project per point with 4 files of 2 blocks (batches of 2 files) landed, and its ingest
     process killed there; the processes run two at a time in the background while the tests
     check and recover the ones already done."""
     pool = ThreadPoolExecutor(max_workers=2)
@@ -108,7 +108,7 @@ def crashed(spark, tmp_path_factory):
         p = Project(root)
         land = p.root / "landing"
         land.mkdir()
-        files = land_files(land, 0, 6)
+        files = land_files(land, 0, 4)
         out[point] = (p, files, pool.submit(cli, p, "ingest", "events", "--source", str(land), crash=point))
     yield out
     pool.shutdown(wait=True, cancel_futures=True)
@@ -124,7 +124,7 @@ def test_kill_at_each_point_then_every_file_once(point, crashed):
     else:
         assert proc.returncode == -signal.SIGKILL, f"not killed at {point}: {proc.returncode} {proc.stderr[-2000:]}"
     check_consistent(p, files, complete=False)
-    files.update(land_files(land, 6, 2))  # more files arrive before the restart
+    files.update(land_files(land, 4, 1))  # more files arrive before the restart
     r = p.lh.ingest("events", str(land))
     assert r.waiting == 0
     check_consistent(p, files, complete=True)
