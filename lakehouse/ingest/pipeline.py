@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints
@@ -47,6 +47,7 @@ from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore
 from lakehouse.ingest.tsort import FileTSort
 from lakehouse.inputs import detect_format
 from lakehouse.live import append_rejects, check_loadable, commit_live, with_retries
+from lakehouse.output import format_timestamp
 from lakehouse.settings import is_local
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
 
@@ -90,7 +91,6 @@ class IngestReport:
     """Files still queued at the end (held back by the window)."""
     unfinished: int = 0
     """Batches taken but not executed (stopped with Ctrl-C): the next run finishes them first."""
-    scans: int = 0
 
     @property
     def rows(self) -> int:
@@ -176,7 +176,6 @@ class Ingest:
                 if not watch and report.incomplete and not stop.is_set():
                     # --once: give files still being written one scan wait to settle
                     stop.wait(wait)
-                    report.incomplete = []
                     self._scan(state, report)
                 batches = self._take(state, report, drain and not watch, save=not dry_run)
                 if dry_run:
@@ -212,7 +211,6 @@ class Ingest:
     def _scan(self, state: IngestState, report: IngestReport) -> None:
         now = dt.datetime.now(UTC)
         report.incomplete = []
-        report.scans += 1
         listed = list_source(self.source, self.settings)
         min_age = self.settings.min_file_age.millis if self.settings.min_file_age else None
         new: list[Listed] = []
@@ -263,15 +261,15 @@ class Ingest:
             return
         was = {"ingested": "ingested", "late": "set aside as late", "failed": "marked failed"}.get(e.status, e.status)
         e.modified = (f"modified after it was {was} (size {e.size} -> {f.size} bytes, "
-                      f"at {f.mtime.isoformat().replace('+00:00', 'Z')}); not reloaded")
+                      f"at {format_timestamp(f.mtime)}); not reloaded")
         report.modified.append(e.name)
         log.warning("%s: %s", os.path.join(self.source, e.name), e.modified)
 
     def _late(self, state: IngestState, e: FileEntry, report: IngestReport) -> None:
         assert state.t_read is not None and e.implied_time is not None
         e.status = "late"
-        e.error = (f"late: implied time {_iso(e.implied_time)} is before the last file taken "
-                   f"({state.t_read.name}, {_iso(state.t_read.time)}); not loaded")
+        e.error = (f"late: implied time {format_timestamp(e.implied_time)} is before the last file taken "
+                   f"({state.t_read.name}, {format_timestamp(state.t_read.time)}); not loaded")
         folder = self.settings.late_folder
         if folder and not report.dry_run:
             target = os.path.join(self.source, folder)
@@ -555,11 +553,4 @@ def _block_from_row(r: dict[str, Any]) -> Block:
 
 
 def _with_index(b: Block, i: int) -> Block:
-    from dataclasses import replace
-
     return replace(b, file_index=i)
-
-
-def _iso(t: dt.datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
