@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse.commit import idempotent, with_retries
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, DriftError, InputError, TableNotFound
 from lakehouse.inputs import RawReject, detect_format, read_records
@@ -207,52 +208,6 @@ def stage_file(definition: TableDefinition, path: str, fmt: str | None, staging_
     return result
 
 
-def is_conflict(e: BaseException) -> bool:
-    """True for Delta's optimistic-concurrency conflicts, which a retry can resolve."""
-    try:
-        from delta.exceptions import (
-            ConcurrentAppendException,
-            ConcurrentDeleteDeleteException,
-            ConcurrentDeleteReadException,
-            ConcurrentTransactionException,
-            ConcurrentWriteException,
-            MetadataChangedException,
-            ProtocolChangedException,
-        )
-
-        kinds: tuple[type[BaseException], ...] = (
-            ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
-            ConcurrentTransactionException, ConcurrentWriteException, MetadataChangedException,
-            ProtocolChangedException,
-        )
-        if isinstance(e, kinds):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    text = f"{type(e).__name__} {e}"
-    return "DELTA_CONCURRENT" in text or "ConcurrentAppendException" in text or "DELTA_METADATA_CHANGED" in text
-
-
-def with_retries(what: str, fn: Callable[[], T], attempts: int = MAX_ATTEMPTS) -> tuple[T, int]:
-    """Run a Delta commit, retrying conflicts with jittered backoff; (result, attempts used)."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn(), attempt
-        except Exception as e:
-            if not is_conflict(e):
-                raise
-            if attempt == attempts:
-                raise CommitConflict(
-                    f"{what}: still conflicting with concurrent writers after {attempts} attempts: "
-                    f"{str(e).splitlines()[0]}"
-                ) from None
-            pause = min(5.0, 0.2 * 2 ** (attempt - 1)) * (0.5 + random.random())
-            log.warning("%s: conflict with a concurrent commit (attempt %d/%d), retrying in %.1fs",
-                        what, attempt, attempts, pause)
-            time.sleep(pause)
-    raise AssertionError("unreachable")
-
-
 def check_loadable(definition: TableDefinition, paths: TablePaths) -> None:
     """The live table exists and matches the definition's columns."""
     live = describe(paths.live)
@@ -315,23 +270,6 @@ def _source_frame(definition: TableDefinition, df: "DataFrame", load_id: str) ->
         w = Window.partitionBy(*definition.primary_key).orderBy(F.desc(FILE_ORDER), F.desc(LINE_ORDER))
         df = df.withColumn("_lh_rank", F.row_number().over(w)).where("_lh_rank = 1")
     return df.select(*definition.column_names, F.lit(load_id).alias(LOAD_COLUMN), PARTITION_COLUMN)
-
-
-@contextlib.contextmanager
-def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[None]:
-    """Make the Delta writes inside (MERGE, append) record the SetTransaction ``txn`` = (app id,
-    version) in their commit; Delta skips such a write when the table already holds that
-    version for the app id (a batch replayed after a crash is not applied twice)."""
-    if txn is None:
-        yield
-        return
-    spark.conf.set("spark.databricks.delta.write.txnAppId", txn[0])
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(txn[1]))
-    try:
-        yield
-    finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
 def commit_live(spark: "SparkSession", definition: TableDefinition, paths: TablePaths, good: "DataFrame",

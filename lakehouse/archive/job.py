@@ -39,7 +39,8 @@ from lakehouse.archive.plan import ArchivePlan, cutoff_time, new_cutoff
 from lakehouse.archive.state import CUTOFF_APP_ID, spark_snapshot
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, LakehouseError
-from lakehouse.live import check_loadable, with_retries
+from lakehouse.commit import with_retries
+from lakehouse.live import check_loadable
 from lakehouse.settings import is_local
 from lakehouse.warehouse import TablePaths, join, remove_tree
 

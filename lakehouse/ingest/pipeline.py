@@ -46,7 +46,8 @@ from lakehouse.ingest.scanner import Listed, implied_time, is_complete, list_sou
 from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore
 from lakehouse.ingest.tsort import FileTSort
 from lakehouse.inputs import detect_format
-from lakehouse.live import append_rejects, check_loadable, commit_live, with_retries
+from lakehouse.commit import with_retries
+from lakehouse.live import append_rejects, check_loadable, commit_live
 from lakehouse.output import format_timestamp
 from lakehouse.settings import is_local
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
