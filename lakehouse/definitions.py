@@ -45,7 +45,7 @@ class Column(_Strict):
     @field_validator("name", mode="before")
     @classmethod
     def _name(cls, v: Any) -> str:
-        if not isinstance(v, str) or not COLUMN_NAME.match(v):
+        if not isinstance(v, str) or not COLUMN_NAME.fullmatch(v):
             raise ValueError(f"bad column name {v!r}: expected ^[a-z_][a-z0-9_]{{0,127}}$")
         if v in RESERVED_COLUMNS:
             raise ValueError(f"column name {v!r} is reserved for the UTC-day partition column")
@@ -113,7 +113,7 @@ def parse_size(value: Any) -> int:
         raise ValueError(f"expected a size such as '64MB', got {value!r}")
     if isinstance(value, int):
         n = value
-    elif isinstance(value, str) and (m := _SIZE.match(value.strip())):
+    elif isinstance(value, str) and (m := _SIZE.fullmatch(value)):
         n = int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "B").upper()]
     else:
         raise ValueError(f"expected a size such as '64MB' (units B, KB, MB, GB, TB), got {value!r}")
@@ -174,6 +174,11 @@ class IngestSettings(_Strict):
     """At most this many blocks per commit (a bigger file is a batch of its own)."""
     late_folder: str | None = None
     """A folder (inside the source directory) late files are moved to; by default they stay."""
+    max_record_bytes: int = 16 << 20
+    """The longest record (bytes) read; a longer one is a reject, skipped without being held."""
+    follow_symlinks: bool = False
+    """Whether a symlink in a landing directory may point outside it (by default such a file is
+    ``failed``, so a landing directory cannot be used to read other files)."""
 
     @field_validator("pattern")
     @classmethod
@@ -210,10 +215,17 @@ class IngestSettings(_Strict):
             return Duration(0, "0")
         return Duration.parse(v)
 
-    @field_validator("block_size", mode="before")
+    @field_validator("block_size", "max_record_bytes", mode="before")
     @classmethod
     def _size(cls, v: Any) -> int:
         return parse_size(v)
+
+    @field_validator("follow_symlinks", mode="before")
+    @classmethod
+    def _bool(cls, v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise ValueError(f"must be true or false, got {v!r}")
+        return v
 
     @field_validator("blocks_per_batch", mode="before")
     @classmethod
@@ -254,7 +266,7 @@ class TableDefinition(_Strict):
     @field_validator("name", mode="before")
     @classmethod
     def _name(cls, v: Any) -> str:
-        if not isinstance(v, str) or not TABLE_NAME.match(v):
+        if not isinstance(v, str) or not TABLE_NAME.fullmatch(v):
             raise ValueError(f"bad table name {v!r}: expected ^[a-z][a-z0-9_]{{0,62}}$")
         return v
 
@@ -470,7 +482,7 @@ def load_definitions(tables_dir: Path) -> dict[str, TableDefinition]:
 
 def get_definition(tables_dir: Path, name: str) -> TableDefinition:
     """One table's definition; TableNotFound with the known names otherwise."""
-    if not TABLE_NAME.match(name):
+    if not TABLE_NAME.fullmatch(name):
         raise TableNotFound(f"bad table name {name!r}: expected ^[a-z][a-z0-9_]{{0,62}}$")
     for suffix in (".yaml", ".yml"):
         path = tables_dir / f"{name}{suffix}"

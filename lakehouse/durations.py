@@ -25,12 +25,12 @@ class Duration:
             raise ValueError(
                 f"duration must be an integer with a unit (ms, s, m, h, d) such as '24h', got {value!r}"
             )
-        m = _DURATION.match(value.strip())
+        m = _DURATION.fullmatch(value)
         if not m:
             raise ValueError(
                 f"bad duration {value!r}: expected an integer with a unit (ms, s, m, h, d) such as '24h'"
             )
-        return cls(int(m.group(1)) * _UNIT_MS[m.group(2)], value.strip())
+        return cls(int(m.group(1)) * _UNIT_MS[m.group(2)], value)
 
     @property
     def seconds(self) -> float:

@@ -13,11 +13,13 @@ import gzip
 import io
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from lakehouse.errors import InputError
+from lakehouse.records import Unreadable
 
 Format = Literal["csv", "json", "parquet"]
 FORMATS: tuple[Format, ...] = ("csv", "json", "parquet")
@@ -57,19 +59,65 @@ def detect_format(path: str, explicit: str | None) -> Format:
     return _EXT[ext]  # type: ignore[return-value]
 
 
+MAX_RECORD_BYTES = 16 << 20
+"""Default longest record (bytes) a reader holds in memory; longer ones are rejects."""
+
+
+class LongLines:
+    """File line numbers of lines longer than the record limit, found while reading (the lines
+    themselves were skipped in pieces, never held whole)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.lines: set[int] = set()
+
+    def hit(self, first: int, last: int) -> int | None:
+        """The first long line in [first, last], if any."""
+        for n in range(first, last + 1):
+            if n in self.lines:
+                return n
+        return None
+
+    @property
+    def reason(self) -> str:
+        return f"record longer than max_record_bytes ({self.max_bytes} bytes); not read"
+
+
 @contextlib.contextmanager
-def _open_text(path: str) -> Iterator[Iterator[str]]:
+def _open_text(path: str, long: LongLines) -> Iterator[Iterator[str]]:
     """The file's lines (split at \\n only, ends kept), decoded as UTF-8 line by line."""
     raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # noqa: SIM115
     try:
-        yield utf8_lines(path, raw, first_line=1)
+        yield utf8_lines(path, raw, 1, long)
     finally:
         raw.close()
 
 
-def utf8_lines(path: str, raw: Any, first_line: int) -> Iterator[str]:
-    """Decode binary lines; InputError naming the file line of the first invalid UTF-8."""
-    for n, line in enumerate(raw, start=first_line):
+def utf8_lines(path: str, raw: Any, first_line: int, long: LongLines,
+               length: int | None = None) -> Iterator[str]:
+    """Decode the lines of a binary stream (at most ``length`` bytes of it); InputError naming
+    the file line of the first invalid UTF-8. A line longer than ``long.max_bytes`` is skipped in
+    pieces and yields a bare newline in its place (its number is added to ``long.lines``)."""
+    n = first_line - 1
+    left = length
+    limit = long.max_bytes + 1
+    while left is None or left > 0:
+        line = raw.readline(limit if left is None else min(limit, left))
+        if not line:
+            return
+        n += 1
+        if left is not None:
+            left -= len(line)
+        if len(line) == limit and not line.endswith(b"\n"):
+            while not line.endswith(b"\n") and (left is None or left > 0):
+                line = raw.readline(1 << 20 if left is None else min(1 << 20, left))
+                if not line:
+                    break
+                if left is not None:
+                    left -= len(line)
+            long.lines.add(n)
+            yield "\n"
+            continue
         try:
             yield line.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -90,34 +138,45 @@ def _cut(raw: str) -> str:
     return raw if len(raw) <= MAX_RAW else raw[:MAX_RAW] + "...(cut)"
 
 
-def read_records(path: str, fmt: Format, columns: list[str]) -> Iterator[RawRecord | RawReject]:
+def read_records(path: str, fmt: Format, columns: list[str],
+                 max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[RawRecord | RawReject]:
     """Yield the file's records in file order."""
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
+    long = LongLines(max_record_bytes)
     try:
         if fmt == "csv":
-            yield from _read_csv(path, columns)
+            yield from _read_csv(path, columns, long)
         elif fmt == "json":
-            yield from _read_json(path, columns)
+            yield from _read_json(path, columns, long)
         else:
             yield from _read_parquet(path, columns)
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise InputError(f"{path}: cannot read: {e}") from None
 
 
-def _read_csv(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
-    with _open_text(path) as f:
-        reader = csv.reader(f, strict=True)
+def _read_csv(path: str, columns: list[str], long: LongLines) -> Iterator[RawRecord | RawReject]:
+    with _open_text(path, long) as f:
+        reader = csv_reader(f, long)
         try:
             header = next(reader)
         except StopIteration:
             raise InputError(f"{path}: empty file (a CSV file needs a header row of column names)") from None
         except csv.Error as e:
             raise InputError(f"{path}: line 1: bad CSV header: {e}") from None
+        if 1 in long.lines:
+            raise InputError(f"{path}: line 1: the header row is longer than {long.max_bytes} bytes")
         header = csv_header(path, header, columns)
-        yield from csv_records(reader, header, base=0)
+        yield from csv_records(reader, header, base=0, long=long)
+
+
+def csv_reader(lines: Iterator[str], long: LongLines) -> Any:
+    """Python's strict CSV reader (RFC 4180 quoting, a quote inside an unquoted field taken
+    literally), with fields up to the record limit."""
+    csv.field_size_limit(max(long.max_bytes, 1 << 17))
+    return csv.reader(lines, strict=True)
 
 
 def csv_header(path: str, header: list[str], columns: list[str]) -> list[str]:
@@ -132,7 +191,7 @@ def csv_header(path: str, header: list[str], columns: list[str]) -> list[str]:
     return header
 
 
-def csv_records(reader: Any, header: list[str], base: int) -> Iterator[RawRecord | RawReject]:
+def csv_records(reader: Any, header: list[str], base: int, long: LongLines) -> Iterator[RawRecord | RawReject]:
     """The records of a ``csv.reader``; ``base`` is the file line before the reader's first line."""
     n = len(header)
     line = reader.line_num
@@ -147,6 +206,9 @@ def csv_records(reader: Any, header: list[str], base: int) -> Iterator[RawRecord
             yield RawReject(start, "", f"bad CSV: {e}")
             continue
         line = reader.line_num
+        if long.lines and long.hit(start, base + line) is not None:
+            yield RawReject(start, "", long.reason)
+            continue
         if not row:
             continue  # a blank line is no record
         raw = _to_csv_line(row)
@@ -162,15 +224,19 @@ def _to_csv_line(row: list[str]) -> str:
     return buf.getvalue()[:-1]
 
 
-def _read_json(path: str, columns: list[str]) -> Iterator[RawRecord | RawReject]:
-    with _open_text(path) as f:
-        yield from json_records(path, f, columns, first_line=1)
+def _read_json(path: str, columns: list[str], long: LongLines) -> Iterator[RawRecord | RawReject]:
+    with _open_text(path, long) as f:
+        yield from json_records(path, f, columns, first_line=1, long=long)
 
 
-def json_records(path: str, lines: Any, columns: list[str], first_line: int) -> Iterator[RawRecord | RawReject]:
+def json_records(path: str, lines: Any, columns: list[str], first_line: int,
+                 long: LongLines) -> Iterator[RawRecord | RawReject]:
     """The records of JSON Lines text; ``first_line`` is the file line of the first one."""
     known = set(columns)
     for i, text in enumerate(lines, start=first_line):
+        if i in long.lines:
+            yield RawReject(i, "", long.reason)
+            continue
         text = text.rstrip("\r\n")
         if i == 1 and text.startswith("\ufeff"):
             text = text[1:]
@@ -178,6 +244,9 @@ def json_records(path: str, lines: Any, columns: list[str], first_line: int) -> 
             continue
         try:
             value = json.loads(text, parse_float=_json_float)
+        except RecursionError:
+            yield RawReject(i, _cut(text), "invalid JSON: nested too deeply")
+            continue
         except ValueError as e:
             yield RawReject(i, _cut(text), f"invalid JSON: {e}")
             continue
@@ -188,7 +257,7 @@ def json_records(path: str, lines: Any, columns: list[str], first_line: int) -> 
             extra = [k for k in value if k not in known]
             raise InputError(
                 f"{path}: line {i}: unknown column{'s' if len(extra) > 1 else ''} "
-                f"{', '.join(repr(k) for k in extra)} (the table has: {', '.join(columns)})"
+                f"{', '.join(repr(k[:60]) for k in extra[:5])} (the table has: {', '.join(columns)})"
             )
         yield RawRecord(i, value, _cut(text))
 
@@ -222,10 +291,33 @@ def parquet_records(path: str, pf: Any, row_groups: list[int] | None, first: int
     n = first - 1
     try:
         for batch in pf.iter_batches(batch_size=10_000, row_groups=row_groups):
-            for row in batch.to_pylist():
+            for row in _pylist(batch):
                 n += 1
                 yield RawRecord(n, row, _cut(json.dumps(row, default=str)))
     except OSError:
         raise
     except Exception as e:  # noqa: BLE001 - a corrupt page surfaces as ArrowInvalid and friends
         raise InputError(f"{path}: record {n + 1}: cannot read Parquet data: {e}") from None
+
+
+def _pylist(batch: Any) -> list[dict[str, Any]]:
+    """A record batch as Python rows; a value Python cannot hold (a timestamp beyond year 9999,
+    say) becomes an ``Unreadable`` that the row converter rejects, instead of failing the file."""
+    try:
+        return batch.to_pylist()  # type: ignore[no-any-return]
+    except Exception:  # noqa: BLE001 - fall back to value by value
+        pass
+    columns: list[list[Any]] = []
+    for name, col in zip(batch.schema.names, batch.columns):
+        try:
+            columns.append(col.to_pylist())
+        except Exception:  # noqa: BLE001
+            values = []
+            for i in range(len(col)):
+                try:
+                    values.append(col[i].as_py())
+                except Exception as e:  # noqa: BLE001
+                    values.append(Unreadable(f"{col.type} value Python cannot read ({type(e).__name__}: {e})"))
+            columns.append(values)
+    names = batch.schema.names
+    return [dict(zip(names, vals)) for vals in zip(*columns)] if columns else []

@@ -72,7 +72,7 @@ def discover(migrations_dir: Path) -> list[Migration]:
     for path in sorted(migrations_dir.iterdir()):
         if path.suffix != ".py" or path.name.startswith((".", "_")):
             continue
-        m = MIGRATION_FILE.match(path.name)
+        m = MIGRATION_FILE.fullmatch(path.name)
         if not m:
             raise MigrationError(
                 f"migrations/{path.name}: bad file name; expected NNNN_<slug>.py (four digits, lower-case slug)"

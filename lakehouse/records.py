@@ -34,15 +34,32 @@ class BadValue(ValueError):
     """A value that does not fit its column; the message is the reject reason."""
 
 
+class Unreadable:
+    """A raw value a reader could not turn into a Python value; always a reject."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"<unreadable: {self.reason}>"
+
+    __repr__ = __str__
+
+
 def _show(v: Any) -> str:
-    s = repr(v)
+    if isinstance(v, str) and len(v) > 60:
+        v = v[:60]  # repr of a huge value would copy all of it
+    try:
+        s = repr(v)
+    except Exception:  # noqa: BLE001 - e.g. an int too long to print
+        s = f"<{type(v).__name__}>"
     return s if len(s) <= 60 else s[:57] + "..."
 
 
 def parse_timestamp(v: Any) -> dt.datetime:
     """ISO 8601 to an aware UTC datetime; no offset means UTC."""
     if isinstance(v, dt.datetime):
-        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+        return _utc(v, v)
     if isinstance(v, dt.date):
         return dt.datetime(v.year, v.month, v.day, tzinfo=UTC)
     if not isinstance(v, str):
@@ -50,13 +67,24 @@ def parse_timestamp(v: Any) -> dt.datetime:
     s = v.strip()
     if len(s) >= 11 and s[10] == " ":
         s = s[:10] + "T" + s[11:]
+    if len(s) > 64:  # no ISO 8601 timestamp is longer; do not hand megabytes to the parser
+        raise BadValue(f"{_show(v)} is not an ISO 8601 timestamp")
     try:
-        t = dt.datetime.fromisoformat(s)
+        t = dt.datetime.fromisoformat(s)  # a bare date is midnight of that day
     except ValueError:
         raise BadValue(f"{_show(v)} is not an ISO 8601 timestamp") from None
-    if len(s) == 10:  # a bare date is midnight UTC of that day
-        pass
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    return _utc(t, v)
+
+
+def _utc(t: dt.datetime, raw: Any) -> dt.datetime:
+    """An aware UTC datetime, or BadValue when the instant falls outside 0001-01-01..9999-12-31
+    UTC once its offset is applied (no engine stores those)."""
+    if t.tzinfo is None:
+        return t.replace(tzinfo=UTC)
+    try:
+        return t.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise BadValue(f"{_show(raw)} is outside 0001-01-01..9999-12-31 UTC") from None
 
 
 def parse_date(v: Any) -> dt.date:
@@ -90,9 +118,12 @@ def _int_converter(lo: int, hi: int, label: str) -> Callable[[Any], int]:
                 raise BadValue(f"{_show(v)} is not {label}")
             n = int(v)
         elif isinstance(v, str):
-            if not _INTEGER.match(v.strip()):
+            s = v.strip()
+            if not _INTEGER.match(s):
                 raise BadValue(f"{_show(v)} is not {label}")
-            n = int(v.strip())
+            if len(s.lstrip("+-").lstrip("0")) > 20:  # beyond any long; int() of it may be refused
+                raise BadValue(f"{_show(v)} is out of range for {label}")
+            n = int(s)
         else:
             raise BadValue(f"{_show(v)} is not {label}")
         if not lo <= n <= hi:
@@ -237,8 +268,19 @@ class RowConverter:
                     raise BadValue(f"column {name}: null in a non-nullable column")
                 out.append(None)
                 continue
+            if isinstance(raw, Unreadable):
+                raise BadValue(f"column {name}: {raw.reason}")
             try:
                 out.append(conv(raw))
             except BadValue as e:
                 raise BadValue(f"column {name}: {e}") from None
+            except Exception as e:  # noqa: BLE001 - any value that breaks a converter is a reject
+                raise BadValue(f"column {name}: {_show(raw)} cannot be read as {type_label} "
+                               f"({type(e).__name__}: {_first_line(e)})") from None
         return tuple(out)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= 200 else line[:197] + "..."

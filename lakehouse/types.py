@@ -46,10 +46,10 @@ class ColumnType:
         """Parse ``string``, ``int``, ..., ``decimal(p,s)``; raise ValueError with the reason."""
         if not isinstance(text, str):
             raise ValueError(f"type must be a string, got {text!r}")
-        t = text.strip().lower()
+        t = text.lower()
         if t in SIMPLE_TYPES:
             return cls(t)
-        m = _DECIMAL.match(t)
+        m = _DECIMAL.fullmatch(t)
         if m:
             p, s = int(m.group(1)), int(m.group(2))
             if not 1 <= p <= 38:
@@ -101,7 +101,7 @@ class ColumnType:
         }
         if s in back:
             return cls(back[s])
-        m = _DECIMAL.match(s)
+        m = _DECIMAL.fullmatch(s)
         if m:
             return cls("decimal", int(m.group(1)), int(m.group(2)))
         return cls(f"unsupported:{s}")

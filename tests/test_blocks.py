@@ -668,10 +668,6 @@ def test_lone_cr_keeps_line_numbers_across_block_sizes(tmp_path, fmt, data):
     assert parse_file(path, fmt, 1) == parse_file(path, fmt, BIG)
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation: block boundaries assume RFC 4180 quoting; a quote inside "
-                                       "an unquoted field (accepted by csv.reader) flips the quote parity, so a file "
-                                       "split into blocks may parse differently than whole (files under block_size "
-                                       "are unaffected)")
 def test_stray_quote_in_unquoted_field_does_not_change_the_parse(tmp_path):
     path = put(tmp_path, "q.csv", b'trip_id,vehicle_type,event_time\n'
                                   b'a,ab"c,2024-01-01\nb,"x\ny",2024-01-01\nc,z,2024-01-01\n')

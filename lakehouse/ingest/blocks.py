@@ -32,8 +32,10 @@ from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
 from lakehouse.inputs import (
     Format,
+    LongLines,
     RawReject,
     csv_header,
+    csv_reader,
     csv_records,
     json_records,
     open_parquet,
@@ -52,7 +54,7 @@ GOOD, REJECT, FILE_ERROR = 0, 1, 2
 """Values of the kind column."""
 BATCH_ROWS = 20_000
 SCAN_CHUNK = 16 << 20
-_NL, _QUOTE = 10, 34
+_NL, _CR, _QUOTE, _COMMA = 10, 13, 34, 44
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,9 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
         return _plan_parquet(path, columns, block_size, file_index)
     if size == 0:
         raise InputError(f"{path}: empty file")
+    max_record = definition.ingest.max_record_bytes
     if path.endswith(".gz"):
-        _check_start(path, fmt, columns)
+        _check_start(path, fmt, columns, max_record)
         return [Block(file_index, path, fmt, 0, 0, -1, 1)]
     _check_text(path)
     header: tuple[str, ...] | None = None
@@ -115,14 +118,18 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
     first_line = 1
     if fmt == "csv":
         with open(path, "rb") as f:
-            first = f.readline()
+            first = f.readline(max_record + 1)
+        if len(first) > max_record:
+            raise InputError(f"{path}: line 1: the header row is longer than max_record_bytes ({max_record} bytes)")
         header = tuple(_csv_header_line(path, first, columns))
         data_start, first_line = len(first), 2
     else:
-        _check_start(path, fmt, columns)
+        _check_start(path, fmt, columns, max_record)
     if size - data_start <= block_size:
         return [Block(file_index, path, fmt, 0, data_start, size, first_line, header)]
     starts = record_starts(path, data_start, size, block_size, quoted=(fmt == "csv"))
+    if starts is None:  # quoting that parity cannot follow: parse the file as one block
+        return [Block(file_index, path, fmt, 0, data_start, size, first_line, header)]
     bounds = [(data_start, first_line), *starts]
     blocks = []
     for i, (s, line) in enumerate(bounds):
@@ -131,31 +138,46 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
     return blocks
 
 
-def record_starts(path: str, data_start: int, size: int, block_size: int, quoted: bool) -> list[tuple[int, int]]:
+def record_starts(path: str, data_start: int, size: int, block_size: int,
+                  quoted: bool) -> list[tuple[int, int]] | None:
     """(byte offset, file line) of the first record start at or after each nominal boundary
     ``data_start + k * block_size`` (k >= 1), without duplicates; a record start is the byte after
-    a newline (outside double quotes when ``quoted``)."""
+    a newline (outside double quotes when ``quoted``).
+
+    Quote parity tells inside from outside only under RFC 4180 quoting. Python's csv reader also
+    accepts a quote inside an unquoted field (``5" screen``) as a literal character, which flips
+    the parity; so when ``quoted`` and any quote before the last boundary is not where RFC 4180
+    puts one (see ``quotes_follow_rfc4180``), this returns None: the file is not split."""
     wanted = list(range(data_start + block_size, size, block_size))
     out: list[tuple[int, int]] = []
     if not wanted:
         return out
     with open(path, "rb") as f:
-        newlines_before = 0  # newlines in [0, chunk start)
+        f.seek(data_start)
+        newlines_before = 1 if data_start else 0  # newlines in [0, chunk start): the header's
         quotes_before = 0
+        before = -1
         w = 0
-        lo = 0
+        lo = data_start
         while w < len(wanted):
             chunk = np.frombuffer(f.read(SCAN_CHUNK), dtype=np.uint8)
             if not len(chunk):
                 break
+            peek = f.read(1)
+            if peek:
+                f.seek(-1, os.SEEK_CUR)
             nl = np.flatnonzero(chunk == _NL)
             if quoted:
                 q = np.flatnonzero(chunk == _QUOTE)
+                after = peek[0] if peek else -1
+                if not quotes_follow_rfc4180(chunk, q, before, after, quotes_before):
+                    return None
                 outside = ((quotes_before + np.searchsorted(q, nl)) % 2) == 0
                 quotes_before += len(q)
                 candidates = np.flatnonzero(outside)  # indexes into nl
             else:
                 candidates = np.arange(len(nl))
+            before = int(chunk[-1])
             cand_pos = nl[candidates] + lo
             while w < len(wanted):
                 # the record start p must satisfy p >= wanted[w], i.e. its newline at >= wanted[w] - 1
@@ -171,6 +193,24 @@ def record_starts(path: str, data_start: int, size: int, block_size: int, quoted
             newlines_before += len(nl)
             lo += len(chunk)
     return out
+
+
+def quotes_follow_rfc4180(buf: np.ndarray, q: np.ndarray, before: int, after: int, parity: int) -> bool:
+    """True when every double quote in ``buf`` (positions ``q``) sits where RFC 4180 puts one,
+    counting ``parity`` quotes before ``buf``: an opening quote (even count) at the start of a
+    field (after a comma, a newline, or the start) or right after a quote (an escaped ``""``); a
+    closing quote (odd count) before a comma, CR, newline, the end, or a quote. Under that rule
+    quote parity tells exactly where Python's csv reader is inside a quoted field. ``before`` and
+    ``after`` are the bytes around ``buf`` (-1: the start or the end of the data)."""
+    if not len(q):
+        return True
+    n = len(buf)
+    prev = np.where(q > 0, buf[np.maximum(q - 1, 0)].astype(np.int16), before)
+    nxt = np.where(q + 1 < n, buf[np.minimum(q + 1, n - 1)].astype(np.int16), after)
+    opening = ((parity + np.arange(len(q))) % 2) == 0
+    ok_open = np.isin(prev, (_COMMA, _NL, _QUOTE, -1))
+    ok_close = np.isin(nxt, (_COMMA, _NL, _CR, _QUOTE, -1))
+    return bool(np.all(np.where(opening, ok_open, ok_close)))
 
 
 SNIFF = 64 << 10
@@ -204,9 +244,9 @@ def _csv_header_line(path: str, first: bytes, columns: list[str]) -> list[str]:
     return csv_header(path, rows[0], columns)
 
 
-def _check_start(path: str, fmt: Format, columns: list[str]) -> None:
+def _check_start(path: str, fmt: Format, columns: list[str], max_record: int) -> None:
     """Reject a file whose start shows it is not what it claims (a gzip stream included)."""
-    for rec in read_records(path, fmt, columns):
+    for rec in read_records(path, fmt, columns, max_record):
         if fmt == "json" and isinstance(rec, RawReject):
             raise InputError(f"{path}: line {rec.line}: not JSON Lines ({rec.reason})")
         return
@@ -251,11 +291,16 @@ def fast_csv_block(definition: TableDefinition, block: Block) -> pa.Table | None
     import pyarrow.csv as pcsv
 
     assert block.header is not None
+    if block.end - block.start > definition.ingest.block_size + definition.ingest.max_record_bytes:
+        return None  # a block stretched by an over-long record: stream it row by row instead
     with open(block.path, "rb") as f:
         f.seek(block.start)
         data = f.read(block.end - block.start)
     if not data:
         return None
+    buf = np.frombuffer(data, dtype=np.uint8)
+    if not quotes_follow_rfc4180(buf, np.flatnonzero(buf == _QUOTE), -1, -1, 0):
+        return None  # Arrow reads `"x"y` as xy; Python's strict reader rejects it
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     try:
         table = pcsv.read_csv(
@@ -325,37 +370,55 @@ def _fast_cast(raw: pa.Array, kind: str, target: pa.DataType, pc: Any) -> pa.Arr
         return pc.take(pa.array(list(_FAST_BOOL.values())), idx)
     if kind == "date":
         all_match(_FAST_DATE)
-        return pc.cast(raw, pa.date32())
+        return _in_range(pc.cast(raw, pa.date32()), _MIN_DATE, _MAX_DATE, pc)
     if kind == "timestamp":
         all_match(_FAST_TS)
         s = pc.replace_substring_regex(raw, r"^(.{10}) ", r"\1T")
         zoned = pc.match_substring_regex(s, r"(Z|[+-][0-9]{2}:[0-9]{2})$")
         s = pc.if_else(zoned, s, pc.binary_join_element_wise(s, "Z", ""))
-        return pc.cast(s, target)
+        return _in_range(pc.cast(s, target), _MIN_TS, _MAX_TS, pc)
     raise _Slow
 
 
-def block_records(block: Block, columns: list[str]) -> Iterator[Any]:
-    """The raw records of one block (RawRecord / RawReject); InputError for a whole-file problem."""
+_MIN_DATE, _MAX_DATE = pa.scalar(1 - 719163, pa.int32()), pa.scalar(2932896, pa.int32())
+"""0001-01-01 and 9999-12-31 as days since the epoch."""
+_MIN_TS = pa.scalar(-62135596800_000000, pa.int64())
+_MAX_TS = pa.scalar(253402300799_999999, pa.int64())
+"""0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z in microseconds since the epoch."""
+
+
+def _in_range(values: pa.Array, lo: pa.Scalar, hi: pa.Scalar, pc: Any) -> pa.Array:
+    """``values`` when all lie in [lo, hi] (as integers); else the row path decides (years 0
+    and 10000, or an offset that moves an instant past 9999-12-31, are rejects there)."""
+    ints = values.cast(lo.type)
+    mm = pc.min_max(ints)
+    if mm["min"].is_valid and (mm["min"].as_py() < lo.as_py() or mm["max"].as_py() > hi.as_py()):
+        raise _Slow
+    return values
+
+
+def block_records(block: Block, columns: list[str], max_record_bytes: int) -> Iterator[Any]:
+    """The raw records of one block (RawRecord / RawReject); InputError for a whole-file problem.
+    Text is streamed line by line: no line longer than ``max_record_bytes`` is held."""
     if block.format == "parquet":
         pf = open_parquet(block.path, columns)
         yield from parquet_records(block.path, pf, list(range(block.start, block.end)), block.first_line)
         return
     if block.whole:
-        yield from read_records(block.path, block.format, columns)
+        yield from read_records(block.path, block.format, columns, max_record_bytes)
         return
+    long = LongLines(max_record_bytes)
     with open(block.path, "rb") as f:
         f.seek(block.start)
-        data = f.read(block.end - block.start)
-    if len(data) != block.end - block.start:
-        raise InputError(f"{block.path}: the file shrank while it was read (expected {block.end} bytes)")
-    stream = utf8_lines(block.path, io.BytesIO(data), block.first_line)
-    if block.format == "csv":
-        assert block.header is not None
-        reader = csv.reader(stream, strict=True)
-        yield from csv_records(reader, list(block.header), base=block.first_line - 1)
-    else:
-        yield from json_records(block.path, stream, columns, first_line=block.first_line)
+        stream = utf8_lines(block.path, f, block.first_line, long, length=block.end - block.start)
+        if block.format == "csv":
+            assert block.header is not None
+            reader = csv_reader(stream, long)
+            yield from csv_records(reader, list(block.header), base=block.first_line - 1, long=long)
+        else:
+            yield from json_records(block.path, stream, columns, first_line=block.first_line, long=long)
+        if f.tell() < block.end:
+            raise InputError(f"{block.path}: the file shrank while it was read (expected {block.end} bytes)")
 
 
 def parse_block(definition: TableDefinition, block: Block, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
@@ -363,9 +426,13 @@ def parse_block(definition: TableDefinition, block: Block, batch_rows: int = BAT
 
     A clean CSV block (every line a record, every value in a form the row converter accepts
     the same way) takes a vectorized Arrow path; anything else, or any doubt, takes the exact
-    row-by-row path, which produces the rejects."""
+    row-by-row path, which produces the rejects. Nothing escapes: an unexpected failure makes
+    the block a file error (the file is ``failed`` with the reason, the other files go on)."""
     if block.format == "csv" and not block.whole and not block.error:
-        fast = fast_csv_block(definition, block)
+        try:
+            fast = fast_csv_block(definition, block)
+        except Exception:  # noqa: BLE001 - any doubt: the row path decides
+            fast = None
         if fast is not None:
             yield from fast.to_batches(max_chunksize=batch_rows * 5)
             return
@@ -395,13 +462,19 @@ def _parse_rows(definition: TableDefinition, block: Block, batch_rows: int) -> I
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
     empty = (None,) * ncols
-    if block.error:
+
+    def file_error(reason: str) -> pa.RecordBatch:
+        rows.clear()
+        meta.clear()
         rows.append(empty)
-        meta.append((block.first_line, FILE_ERROR, None, block.error))
-        yield flush()
+        meta.append((block.first_line, FILE_ERROR, None, reason))
+        return flush()
+
+    if block.error:
+        yield file_error(block.error)
         return
     try:
-        for rec in block_records(block, definition.column_names):
+        for rec in block_records(block, definition.column_names, definition.ingest.max_record_bytes):
             if isinstance(rec, RawReject):
                 rows.append(empty)
                 meta.append((rec.line, REJECT, rec.raw, rec.reason))
@@ -415,9 +488,17 @@ def _parse_rows(definition: TableDefinition, block: Block, batch_rows: int) -> I
             if len(rows) >= batch_rows:
                 yield flush()
     except InputError as e:
-        rows.clear()
-        meta.clear()
-        rows.append(empty)
-        meta.append((block.first_line, FILE_ERROR, None, str(e)))
+        yield file_error(str(e))
+        return
+    except Exception as e:  # noqa: BLE001 - one bad file never stops the others (invariant 7)
+        yield file_error(unexpected(block.path, e))
+        return
     if rows:
         yield flush()
+
+
+def unexpected(path: str, e: BaseException) -> str:
+    """The reason of a file that failed in a way no check foresaw."""
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{path}: unexpected {type(e).__name__} while reading: {first[:200]}"
