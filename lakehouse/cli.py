@@ -20,7 +20,7 @@ from lakehouse import output
 from lakehouse.errors import LakehouseError
 
 F = TypeVar("F", bound=Callable[..., Any])
-OUTPUTS = ("text", "json")
+OUTPUTS = ("text", "table", "json", "csv")
 
 
 class Ctx:
@@ -74,6 +74,26 @@ def _fail(message: str) -> None:
 
 def _emit_json(doc: Any) -> None:
     click.echo(output.dumps(doc))
+
+
+def _emit_rows(fmt: str, docs: list[dict[str, Any]]) -> bool:
+    """Print a list of records as JSON or CSV when asked; False for text (the caller prints)."""
+    if fmt == "json":
+        _emit_json(docs)
+        return True
+    if fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        keys = list(docs[0]) if docs else []
+        w.writerow(keys)
+        for d in docs:
+            w.writerow(["" if d[k] is None else output.text_value(d[k]) for k in keys])
+        click.echo(buf.getvalue(), nl=False)
+        return True
+    return False
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -167,8 +187,7 @@ def migrate(obj: Ctx, status: bool, dry_run: bool, fmt: str | None) -> None:
 def tables(obj: Ctx, fmt: str | None) -> None:
     """List tables and their state."""
     states = obj.lakehouse.tables()
-    if obj.fmt(fmt) == "json":
-        _emit_json([s.as_dict() for s in states])
+    if _emit_rows(obj.fmt(fmt), [s.as_dict() for s in states]):
         return
     if not states:
         click.echo("no tables defined in tables/")
@@ -185,34 +204,33 @@ def tables(obj: Ctx, fmt: str | None) -> None:
 @cli.command()
 @click.argument("table")
 @click.argument("files", nargs=-1, required=True)
-@click.option("--format", "input_format", type=click.Choice(["csv", "json", "parquet"]), default=None,
-              help="Input file format (default: from each file's extension).")
-@click.option("--output", "out", type=click.Choice(OUTPUTS), default=None,
-              help="Output format (or the global `lakehouse --format json load ...`).")
+@click.option("--input-format", "input_format", type=click.Choice(["csv", "json", "parquet"]), default=None,
+              help="Input file format (default: from each file's extension; .gz allowed).")
+@click.option("--force", is_flag=True, help="Load files whose content was loaded before (default: skip them).")
+@format_option()
 @click.pass_obj
 @handle_errors
-def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None, out: str | None) -> None:
-    """Upsert rows from FILES into TABLE's live store; bad rows go to rejects."""
-    result = obj.lakehouse.load(table, [str(Path(f)) for f in files], input_format)
-    doc = {
-        "rows_loaded": result.rows_loaded,
-        "rows_rejected": result.rows_rejected,
-        "files_rejected": [{"source": f.source, "reason": f.error} for f in result.files_rejected],
-        "rows_inserted": result.rows_inserted,
-        "rows_updated": result.rows_updated,
-        "load_id": result.load_id,
-    }
-    if obj.fmt(out) == "json":
-        _emit_json(doc)
+def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None, force: bool,
+         fmt: str | None) -> None:
+    """Upsert rows from FILES into TABLE's live store; bad rows go to rejects. A file whose
+    content was already loaded is skipped (like COPY INTO) unless --force."""
+    result = obj.lakehouse.load(table, list(files), input_format, force=force)
+    if obj.fmt(fmt) == "json":
+        _emit_json(result.as_dict())
     else:
+        if result.recovered:
+            click.echo(f"finished {len(result.recovered)} interrupted load batch(es) first")
         for f in result.files:
             if f.error:
                 click.echo(f"{f.source}: REJECTED: {f.error}")
+            elif f.skipped:
+                click.echo(f"{f.source}: skipped: {f.skipped}")
             else:
                 click.echo(f"{f.source}: {f.rows_loaded} rows loaded, {f.rows_rejected} rejected")
         click.echo(f"{table}: {result.rows_loaded} rows loaded ({result.rows_inserted} inserted, "
                    f"{result.rows_updated} updated), {result.rows_rejected} rejected"
                    + (f", {len(result.files_rejected)} file(s) rejected" if result.files_rejected else "")
+                   + (f", {len(result.files_skipped)} file(s) skipped" if result.files_skipped else "")
                    + ("; see `lakehouse rejects " + table + "`" if result.rows_rejected or result.files_rejected else ""))
     if result.files_rejected:
         first = result.files_rejected[0]
@@ -305,8 +323,7 @@ def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: b
 def ingest_log(obj: Ctx, table: str, source: str | None, fmt: str | None) -> None:
     """Every file ingest has seen for TABLE, in the order seen, with its status."""
     entries = obj.lakehouse.ingest_log(table, source)
-    if obj.fmt(fmt) == "json":
-        _emit_json(entries)
+    if _emit_rows(obj.fmt(fmt), entries):
         return
     if not entries:
         click.echo(f"{table}: no files ingested yet")
@@ -333,8 +350,7 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
         rows = rows[-limit:] if limit > 0 else []
     docs = [{"source": r["source"], "line": r["line"], "reason": r["reason"], "record": r["record"], "at": r["at"]}
             for r in rows]
-    if obj.fmt(fmt) == "json":
-        _emit_json(docs)
+    if _emit_rows(obj.fmt(fmt), docs):
         return
     if not docs:
         click.echo(f"{table}: no rejects")
@@ -352,7 +368,7 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
 @click.argument("sql", required=False)
 @click.option("--file", "sql_file", type=click.Path(dir_okay=False), default=None, help="Read the SQL from a file.")
 @click.option("--engine", type=click.Choice(["spark", "duckdb"]), default="spark", show_default=True)
-@format_option(("table", "text", "json", "csv"))
+@format_option()
 @click.pass_obj
 @handle_errors
 def query(obj: Ctx, sql: str | None, sql_file: str | None, engine: str, fmt: str | None) -> None:
@@ -568,9 +584,10 @@ def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, b
 @click.option("--reset", is_flag=True, help="Empty the warehouse first (it must hold only lakehouse data).")
 @click.option("--rows", type=int, default=20_000, show_default=True, help="Trips to generate.")
 @click.option("--days", type=int, default=4, show_default=True, help="UTC days of trips.")
+@format_option()
 @click.pass_obj
 @handle_errors
-def demo(obj: Ctx, reset: bool, rows: int, days: int) -> None:
+def demo(obj: Ctx, reset: bool, rows: int, days: int, fmt: str | None) -> None:
     """The end-to-end demo on generated trips."""
     from lakehouse.demo import run_demo
 

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakehouse import rejects
 from lakehouse.definitions import HIDDEN_PREFIX, LOAD_COLUMN, PARTITION_COLUMN, Column, TableDefinition
 from lakehouse.types import ColumnType
 from lakehouse.warehouse import TablePaths, delta_exists, open_delta
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
 # counts from log statistics stay exact.
 BASE_PROPERTIES = {"delta.enableDeletionVectors": "false"}
 
-REJECTS_DDL = (
-    "source STRING, line BIGINT, record STRING, reason STRING, at TIMESTAMP, load_id STRING"
-)
 
 _DELTA_TYPES = {
     "string": "string",
@@ -66,7 +64,7 @@ def create_table(spark: "SparkSession", paths: TablePaths, definition: TableDefi
     props = definition.properties()
     create_delta(spark, paths.live, schema, True, props)
     create_delta(spark, paths.archive, schema, True, props)
-    create_delta(spark, paths.rejects, StructType.fromDDL(REJECTS_DDL), False, {"lakehouse.table": definition.name})
+    create_delta(spark, paths.rejects, StructType.fromDDL(rejects.DDL), False, {"lakehouse.table": definition.name})
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from lakehouse import live, migrations
+from lakehouse import migrations, rejects
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition, get_definition, load_definitions
 from lakehouse.errors import QueryError
 from lakehouse.query import compare as compare_mod
@@ -145,8 +145,11 @@ class Lakehouse:
 
     # -- live store -----------------------------------------------------------------------
 
-    def load(self, table: str, files: list[str], fmt: str | None = None) -> live.LoadResult:
-        return live.load(self.spark, self.settings.warehouse, self.definition(table), files, fmt)
+    def load(self, table: str, files: list[str], fmt: str | None = None, force: bool = False) -> Any:
+        """Load files into a table's live store (a one-shot ingest; see lakehouse.ingest.load)."""
+        from lakehouse.ingest.load import Load
+
+        return Load(self.spark, self.settings.warehouse, self.definition(table)).run(files, fmt, force=force)
 
     def ingest(self, table: str, source: str, watch: bool = False, drain: bool = False, dry_run: bool = False,
                stop: Any = None, on_batch: Any = None, on_start: Any = None) -> Any:
@@ -166,7 +169,7 @@ class Lakehouse:
 
     def rejects(self, table: str) -> list[dict[str, Any]]:
         self.definition(table)
-        return live.read_rejects(self.settings.warehouse, table)
+        return rejects.read(self.settings.warehouse, table)
 
     # -- queries --------------------------------------------------------------------------
 

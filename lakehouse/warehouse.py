@@ -19,8 +19,6 @@ from typing import Any
 
 from lakehouse.settings import is_local
 
-REJECTS_COLUMNS = ("source", "line", "record", "reason", "at", "load_id")
-
 
 @dataclass(frozen=True)
 class TablePaths:

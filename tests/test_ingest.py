@@ -255,10 +255,16 @@ def test_bad_files_are_failed_with_reasons_and_good_files_load(spark, project):
     for n in reasons:
         assert (land / n).exists()  # left in place
     assert live_ids(project) == [1, 2, 4]
-    # rejects hold bad rows (with file and line); failed files are in the ingest log
+    # rejects hold bad rows (with file and line) and every failed file once (no line), with the
+    # reason of the ingest log
     rejects = project.lh.rejects("events")
-    assert [(os.path.basename(x["source"]), x["line"]) for x in rejects] == [(name_at(0), 4)]
+    rows = [(os.path.basename(x["source"]), x["line"]) for x in rejects if x["line"] is not None]
+    assert rows == [(name_at(0), 4)]
+    files = {os.path.basename(x["source"]): x["reason"] for x in rejects if x["line"] is None}
+    assert files == reasons
     assert sorted(n for n, _ in r.failed) == sorted(reasons)
+    again = ingest(project, land)  # nothing new: no file is rejected twice
+    assert not again.batches and len(project.lh.rejects("events")) == len(rejects)
 
 
 # -- completeness, hidden names, modified files, late folder, dry run -----------------------------

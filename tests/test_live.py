@@ -180,7 +180,12 @@ def test_append_only_table_keeps_duplicates(project, spark):
     project.table(CLICKS).create("clicks")
     f = project.csv("c.csv", ["user_id", "url", "at"], [[1, "/a", "2026-11-20T10:00:00Z"], [1, "/a", "2026-11-20T10:00:00Z"]])
     project.lh.load("clicks", [f])
-    project.lh.load("clicks", [f])
+    again = project.lh.load("clicks", [f])  # same content: skipped, like COPY INTO
+    assert (again.rows_loaded, len(again.files_skipped)) == (0, 1)
+    assert "already loaded" in (again.files_skipped[0].skipped or "")
+    assert len(project.live("clicks")) == 2
+    forced = project.lh.load("clicks", [f], force=True)
+    assert forced.rows_loaded == 2 and not forced.files_skipped
     assert len(project.live("clicks")) == 4
     # a column called `at` works on both engines
     q = "SELECT at, count(*) AS n FROM clicks GROUP BY at"

@@ -16,62 +16,30 @@ left in place, and contributes no rows.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
-from lakehouse.ingest.blocks import (
-    FILE_COLUMN,
-    FILE_ERROR,
-    GOOD,
-    KIND_COLUMN,
-    LINE_COLUMN,
-    RAW_COLUMN,
-    REASON_COLUMN,
-    REJECT,
-    Block,
-    block_schema,
-    parse_block,
-    plan_file,
-)
+from lakehouse.ingest.batch import BatchResult, BatchRunner, continue_numbering, plan_entry
 from lakehouse.ingest.scanner import Listed, implied_time, is_complete, list_source
-from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore
+from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, canonical_source
 from lakehouse.ingest.tsort import FileTSort
-from lakehouse.inputs import detect_format
-from lakehouse.commit import with_retries
-from lakehouse.live import append_rejects, check_loadable, commit_live
+from lakehouse.live import check_loadable
 from lakehouse.output import format_timestamp
 from lakehouse.settings import is_local
-from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
-
-
-@dataclass
-class BatchResult:
-    """One batch as executed (or found already committed, after a crash)."""
-
-    number: int
-    files: list[str]
-    rows: int = 0
-    rows_rejected: int = 0
-    failed: list[str] = field(default_factory=list)
-    blocks: int = 0
-    seconds: float = 0.0
-    recovered: bool = False
-    """True when the batch was left by an interrupted run and finished by this one."""
 
 
 @dataclass
@@ -123,7 +91,7 @@ class IngestReport:
 def log_entry(state: IngestState, e: FileEntry) -> dict[str, Any]:
     """One line of ``ingest-log`` (the contract's keys)."""
     return {
-        "file": os.path.join(state.source, e.name),
+        "file": state.path_of(e),
         "implied_time": e.implied_time,
         "status": e.status,
         "rows": e.rows,
@@ -142,15 +110,13 @@ class Ingest:
                  on_start: Callable[[Batch, int], None] | None = None) -> None:
         if not is_local(warehouse):
             raise InputError(f"ingest keeps its state and staging on the warehouse; {warehouse} is not a local path yet")
-        self.spark_factory = spark_factory
         self.definition = definition
         self.settings = definition.ingest
         self.paths = TablePaths(warehouse, definition.name)
-        self.source = os.path.abspath(source).rstrip("/") or "/"
+        self.source = canonical_source(source)
         self.store = StateStore(self.paths)
         self.on_batch = on_batch or (lambda r: None)
-        self.on_start = on_start or (lambda b, n: None)
-        self._blocks: dict[str, list[Block]] = {}
+        self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, on_start)
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -165,7 +131,7 @@ class Ingest:
         report = IngestReport(self.definition.name, self.source, dry_run=dry_run)
         with self.store.lock(self.source):
             state = self.store.load(self.source)
-            self._continue_numbering(state)
+            continue_numbering(state, self.paths)
             if dry_run:
                 report.planned = list(state.pending)  # a crashed run's batches, finished first
             else:
@@ -197,16 +163,6 @@ class Ingest:
             report.unfinished = len(state.pending)
         return report
 
-    def _continue_numbering(self, state: IngestState) -> None:
-        """Batch numbers never repeat in a table: a state older than the table (deleted, or
-        restored from a backup) continues after the last batch the table holds, so its batches
-        are neither skipped as done nor mixed up with archived ones."""
-        done = max(txn_version(self.paths.live, state.app_id) or 0, txn_version(self.paths.rejects, state.app_id) or 0)
-        if state.next_batch <= done and not state.pending:
-            log.warning("ingest state of %s is behind the table (last batch %d); numbering continues at %d",
-                        self.source, done, done + 1)
-            state.next_batch = done + 1
-
     # -- scan and push -----------------------------------------------------------------------------
 
     def _scan(self, state: IngestState, report: IngestReport) -> None:
@@ -233,6 +189,8 @@ class Ingest:
         for f in new:
             e = FileEntry(f.name, 0, f.size, f.mtime_ns, None, "queued", seen_at=now)
             try:
+                if f.refused:
+                    raise InputError(f.refused)
                 e.implied_time = implied_time(f, self.settings)
             except InputError as err:
                 e.status, e.error = "failed", str(err)
@@ -294,9 +252,13 @@ class Ingest:
         taken = tsort.pop()
         if drain:
             taken += tsort.drain()
-        if not taken:
+        # files found unreadable by the scan (no time in the name, a link out of the directory)
+        # go to rejects with the next batch
+        unassigned = [e for e in state.log() if e.status == "failed" and e.batch is None]
+        if not taken and not unassigned:
             return []
-        state.t_read = tsort.t_read
+        if taken:
+            state.t_read = tsort.t_read
         limit = self.settings.blocks_per_batch
         batches: list[Batch] = []
         current: Batch | None = None
@@ -305,10 +267,9 @@ class Ingest:
         for t in taken:
             e = state.files[t.name]
             try:
-                blocks = plan_file(self._path(e.name), self._format(e.name), self.definition,
-                                   self.settings.block_size, 0)
+                blocks = plan_entry(state, e, self.definition)
                 n = len(blocks)
-                self._blocks[e.name] = blocks
+                self.runner.planned[e.name] = blocks
             except InputError as err:
                 blocks, n = [], 0
                 e.status, e.error = "failed", str(err)
@@ -324,6 +285,13 @@ class Ingest:
                 used += n
             else:
                 current.failed.append((e.name, e.error or ""))
+        if unassigned:
+            if current is None:
+                current = Batch(number + len(batches), [])
+                batches.append(current)
+            for e in unassigned:
+                e.batch = current.number
+                current.failed.append((e.name, e.error or ""))
         state.next_batch = number + len(batches)
         if save:
             state.pending.extend(batches)
@@ -333,12 +301,6 @@ class Ingest:
             report.planned.extend(batches)
         return batches
 
-    def _path(self, name: str) -> str:
-        return os.path.join(self.source, name)
-
-    def _format(self, name: str) -> Any:
-        return detect_format(self._path(name), self.settings.format)
-
     def _save(self, state: IngestState, report: IngestReport) -> None:
         if not report.dry_run:
             self.store.save(state)
@@ -346,154 +308,11 @@ class Ingest:
     # -- execute -------------------------------------------------------------------------------------
 
     def _execute(self, state: IngestState, batch: Batch, report: IngestReport, recovered: bool = False) -> None:
-        started = time.monotonic()
-        app = state.app_id
-        staging = join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}")
-        manifest_path = os.path.join(staging, "manifest.json")
-        live_done = (txn_version(self.paths.live, app) or 0) >= batch.number
-        rejects_done = (txn_version(self.paths.rejects, app) or 0) >= batch.number
-        manifest: dict[str, Any] | None = None
-        if os.path.exists(manifest_path):
-            with open(manifest_path, encoding="utf-8") as f:
-                manifest = json.load(f)
-        result = BatchResult(batch.number, [*batch.files, *(n for n, _ in batch.failed)], recovered=recovered)
-        if manifest is None and batch.files:  # (re)stage: the counts are needed even if both commits are in
-            blocks = self._plan_blocks(batch)
-            self.on_start(batch, len(blocks))
-            manifest = self._stage(batch, blocks, staging, manifest_path)
-        elif manifest is None:
-            manifest = {"files": {}, "days": [], "good": 0, "rejected": 0, "blocks": 0}
-        result.blocks = int(manifest["blocks"])
-        spark = None
-        if not live_done and manifest["good"]:
-            spark = self.spark_factory()
-            good = self._staged(spark, staging).where(f"{KIND_COLUMN} = {GOOD}")
-            failed_idx = [int(i) for i, f in manifest["files"].items() if f["error"]]
-            if failed_idx:
-                good = good.where(~good[FILE_COLUMN].isin(failed_idx))
-            days = {dt.date.fromisoformat(d) for d in manifest["days"]}
-            with_retries(f"ingest batch {batch.number} into {self.definition.name}/live",
-                         lambda: commit_live(spark, self.definition, self.paths, good, state.load_id(batch), days,
-                                             int(manifest["good"]), txn=(app, batch.number)))
-        crashpoints.reached("ingest_after_live")
-        if not rejects_done and manifest["rejected"]:
-            spark = spark or self.spark_factory()
-            frames = [self._rejects_frame(spark, staging, batch, manifest, state.load_id(batch))]
-            with_retries(f"rejects of ingest batch {batch.number} into {self.definition.name}",
-                         lambda: append_rejects(spark, self.paths, frames, txn=(app, batch.number)))
-        crashpoints.reached("ingest_after_rejects")
-        for i, name in enumerate(batch.files):
-            e = state.files[name]
-            stats = manifest["files"].get(str(i), {"good": 0, "rejected": 0, "error": None})
-            if stats["error"]:
-                e.status, e.error, e.rows, e.rows_rejected = "failed", stats["error"], 0, 0
-                result.failed.append(name)
-                report.failed.append((name, stats["error"]))
-            else:
-                e.status, e.rows, e.rows_rejected = "ingested", int(stats["good"]), int(stats["rejected"])
-                result.rows += e.rows
-                result.rows_rejected += e.rows_rejected
-        result.failed += [n for n, _ in batch.failed]
-        state.pending = [b for b in state.pending if b.number != batch.number]
-        self.store.save(state)
-        crashpoints.reached("ingest_after_state")
-        remove_tree(staging)
-        result.seconds = time.monotonic() - started
+        result = self.runner.execute(state, batch, recovered=recovered)
+        taken_failed = {n for n, _ in batch.failed}
+        report.failed += [(n, reason) for n, reason in result.errors.items() if n not in taken_failed]
         report.batches.append(result)
         self.on_batch(result)
-
-    def _plan_blocks(self, batch: Batch) -> list[Block]:
-        blocks: list[Block] = []
-        for i, name in enumerate(batch.files):
-            planned = self._blocks.pop(name, None)
-            if planned is None:  # a batch left by a crashed run: plan again
-                try:
-                    planned = plan_file(self._path(name), self._format(name), self.definition,
-                                        self.settings.block_size, 0)
-                except InputError as err:
-                    planned = [Block(i, self._path(name), "csv", 0, 0, 0, 0, error=str(err))]
-            blocks += [_with_index(b, i) for b in planned]
-        return blocks
-
-    def _stage(self, batch: Batch, blocks: list[Block], staging: str, manifest_path: str) -> dict[str, Any]:
-        """Parse the batch's blocks with Spark tasks into staging; the manifest of what they hold."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        spark = self.spark_factory()
-        remove_tree(staging)
-        definition = self.definition
-        schema = from_arrow_schema(block_schema(definition))
-
-        def parse(batches: Any) -> Any:
-            for rb in batches:
-                for row in rb.to_pylist():
-                    yield from parse_block(definition, _block_from_row(row))
-
-        groups = pack_blocks(blocks, self.settings.block_size, spark.sparkContext.defaultParallelism)
-        rdd = spark.sparkContext.parallelize([[_block_row(b) for b in g] for g in groups], len(groups))
-        desc = spark.createDataFrame(rdd.flatMap(lambda g: g), _BLOCK_DDL)
-        crashpoints.kill_later("ingest_during_staging", 0.5)
-        desc.mapInArrow(parse, schema).write.mode("overwrite").parquet(join(staging, "rows"))
-        crashpoints.reached("ingest_after_staging")
-        stats = (
-            self._staged(spark, staging)
-            .groupBy(FILE_COLUMN, KIND_COLUMN, F.to_date(F.col(definition.event_time)).alias("day"))
-            .agg(F.count(F.lit(1)).alias("n"), F.min(REASON_COLUMN).alias("reason"))
-            .collect()
-        )
-        files: dict[str, dict[str, Any]] = {str(i): {"good": 0, "rejected": 0, "error": None}
-                                            for i in range(len(batch.files))}
-        days: set[str] = set()
-        for r in stats:
-            f = files[str(r[FILE_COLUMN])]
-            if r[KIND_COLUMN] == GOOD:
-                f["good"] += r["n"]
-                f.setdefault("days", []).append(r["day"].isoformat())
-            elif r[KIND_COLUMN] == REJECT:
-                f["rejected"] += r["n"]
-            elif r[KIND_COLUMN] == FILE_ERROR:
-                f["error"] = f["error"] or r["reason"]
-        for f in files.values():
-            if not f["error"]:
-                days.update(f.get("days", []))
-            f.pop("days", None)
-        manifest = {
-            "batch": batch.number,
-            "files": files,
-            "days": sorted(days),
-            "good": sum(f["good"] for f in files.values() if not f["error"]),
-            "rejected": sum(f["rejected"] for f in files.values() if not f["error"]),
-            "blocks": len(blocks),
-        }
-        tmp = manifest_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(manifest, f)
-        os.replace(tmp, manifest_path)
-        return manifest
-
-    def _staged(self, spark: "SparkSession", staging: str) -> "DataFrame":
-        return spark.read.parquet(join(staging, "rows"))
-
-    def _rejects_frame(self, spark: "SparkSession", staging: str, batch: Batch, manifest: dict[str, Any],
-                       load_id: str) -> "DataFrame":
-        from pyspark.sql import functions as F
-
-        ok = [int(i) for i, f in manifest["files"].items() if not f["error"]]
-        sources = F.create_map(*[x for i in ok for x in (F.lit(i), F.lit(self._path(batch.files[i])))])
-        now = dt.datetime.now(UTC)
-        df = self._staged(spark, staging)
-        return (
-            df.where((F.col(KIND_COLUMN) == REJECT) & F.col(FILE_COLUMN).isin(ok))
-            .select(
-                F.element_at(sources, F.col(FILE_COLUMN)).alias("source"),
-                F.col(LINE_COLUMN).alias("line"),
-                F.col(RAW_COLUMN).alias("record"),
-                F.col(REASON_COLUMN).alias("reason"),
-                F.lit(now).cast("timestamp").alias("at"),
-                F.lit(load_id).alias("load_id"),
-            )
-        )
 
 
 # -- ingest log ----------------------------------------------------------------------------------
@@ -504,54 +323,3 @@ def read_log(warehouse: str, table: str, source: str | None = None) -> list[dict
     store = StateStore(TablePaths(warehouse, table))
     states = [store.load(source)] if source else store.all()
     return [log_entry(s, e) for s in states for e in s.log()]
-
-
-# -- block descriptors as Spark rows -------------------------------------------------------------
-
-
-def pack_blocks(blocks: list[Block], block_size: int, parallelism: int) -> list[list[Block]]:
-    """Group blocks into Spark tasks, in order: a full-size block (a piece of a big file) is a
-    task of its own; small files share a task up to about ``block_size`` bytes, but never in
-    fewer tasks than there are cores while there are blocks to spread."""
-    sizes = [_block_bytes(b) for b in blocks]
-    total = sum(sizes)
-    target = max(1, min(block_size, -(-total // max(1, parallelism))))
-    groups: list[list[Block]] = []
-    current: list[Block] = []
-    used = 0
-    for b, size in zip(blocks, sizes):
-        if current and used + size > target:
-            groups.append(current)
-            current, used = [], 0
-        current.append(b)
-        used += size
-    if current:
-        groups.append(current)
-    return groups
-
-
-def _block_bytes(b: Block) -> int:
-    if b.whole or b.format == "parquet":
-        try:
-            return os.path.getsize(b.path)
-        except OSError:
-            return 1
-    return max(1, b.end - b.start)
-
-
-_BLOCK_DDL = ("file_index INT, path STRING, format STRING, idx INT, start LONG, end_ LONG, "
-              "first_line LONG, header ARRAY<STRING>, error STRING")
-
-
-def _block_row(b: Block) -> tuple[Any, ...]:
-    return (b.file_index, b.path, b.format, b.index, b.start, b.end, b.first_line,
-            list(b.header) if b.header is not None else None, b.error)
-
-
-def _block_from_row(r: dict[str, Any]) -> Block:
-    return Block(r["file_index"], r["path"], r["format"], r["idx"], r["start"], r["end_"], r["first_line"],
-                 tuple(r["header"]) if r["header"] is not None else None, r["error"])
-
-
-def _with_index(b: Block, i: int) -> Block:
-    return replace(b, file_index=i)

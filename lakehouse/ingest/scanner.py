@@ -26,6 +26,8 @@ class Listed:
     name: str
     size: int
     mtime_ns: int
+    refused: str | None = None
+    """Why the file is not read although it is listed (a link out of the landing directory)."""
 
     @property
     def mtime(self) -> dt.datetime:
@@ -38,6 +40,7 @@ def list_source(source: str, settings: IngestSettings) -> list[Listed]:
     if not os.path.isdir(source):
         raise InputError(f"{source}: no such directory")
     pattern = re.compile(settings.pattern) if settings.pattern else None
+    root = os.path.realpath(source)
     out = []
     with os.scandir(source) as it:
         for e in it:
@@ -47,9 +50,16 @@ def list_source(source: str, settings: IngestSettings) -> list[Listed]:
                 if not e.is_file():
                     continue
                 st = e.stat()
+                refused = None
+                if e.is_symlink() and not settings.follow_symlinks:
+                    target = os.path.realpath(e.path)
+                    if os.path.dirname(target) != root and not target.startswith(root + os.sep):
+                        # the target is not named: the message must not reveal what is outside
+                        refused = (f"{e.name}: a symbolic link to a file outside the landing directory; "
+                                   "not read (set ingest.follow_symlinks: true to allow)")
             except FileNotFoundError:  # removed while we looked
                 continue
-            out.append(Listed(e.name, st.st_size, st.st_mtime_ns))
+            out.append(Listed(e.name, st.st_size, st.st_mtime_ns, refused))
     return sorted(out, key=lambda f: f.name)
 
 

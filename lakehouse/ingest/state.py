@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,9 +33,23 @@ FORMAT_VERSION = 1
 UTC = dt.timezone.utc
 
 
+LOAD_SOURCE = "<load>"
+"""The source of ``lakehouse load``: files named on the command line (a one-shot ingest)."""
+
+
+def canonical_source(source: str) -> str:
+    """A landing directory's one name: its real path (symlinks, ``./x/``, ``x`` all agree)."""
+    if source == LOAD_SOURCE:
+        return source
+    return os.path.realpath(source).rstrip("/") or "/"
+
+
 def source_key(source: str) -> str:
-    """A stable, readable key for a landing directory: its name and a hash of its full path."""
-    full = os.path.abspath(source).rstrip("/") or "/"
+    """A stable, readable key for a source: ``load``, or a landing directory's name and a hash of
+    its real path."""
+    if source == LOAD_SOURCE:
+        return "load"
+    full = canonical_source(source)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(full))[:40] or "root"
     return f"{name}-{hashlib.sha256(os.fsencode(full)).hexdigest()[:10]}"
 
@@ -67,6 +82,12 @@ class FileEntry:
     """Where a late file was moved (the late folder), if configured."""
     modified: str | None = None
     """Set when the file changed after it was ingested (it is not reloaded)."""
+    path: str | None = None
+    """The file's full path when it is not ``<source>/<name>`` (files given to ``load``)."""
+    format: str | None = None
+    """The input format chosen when the file was taken (``load``; ingest decides per name)."""
+    checksum: str | None = None
+    """SHA-256 of the content when taken (``load`` skips content it already loaded)."""
 
     @property
     def t(self) -> T:
@@ -130,7 +151,13 @@ class IngestState:
 
     def load_id(self, batch: Batch) -> str:
         """The ``_lh_load`` of a batch's rows: unique in the table (source key, batch number)."""
+        if self.source == LOAD_SOURCE:
+            return f"load-{batch.number:08d}"
         return f"ingest-{self.key}-{batch.number:08d}"
+
+    def path_of(self, e: FileEntry) -> str:
+        """Where a file seen by this source is."""
+        return e.path or os.path.join(self.source, e.name)
 
     def queued(self) -> list[FileEntry]:
         """Files waiting in the queue (not yet taken into a batch), in seen order."""
@@ -183,7 +210,7 @@ class StateStore:
 
     def load(self, source: str) -> IngestState:
         path = self.path(source)
-        full = os.path.abspath(source).rstrip("/") or "/"
+        full = canonical_source(source)
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -231,16 +258,24 @@ class StateStore:
         return out
 
     @contextlib.contextmanager
-    def lock(self, source: str) -> Iterator[None]:
-        """One ingest of a landing directory into a table at a time (an OS lock, freed on SIGKILL)."""
+    def lock(self, source: str, wait: float = 0.0) -> Iterator[None]:
+        """One ingest of a source into a table at a time (an OS lock, freed on SIGKILL); waits up
+        to ``wait`` seconds for another holder to finish."""
         os.makedirs(self.folder, exist_ok=True)
         path = self.path(source) + ".lock"
+        what = "load" if source == LOAD_SOURCE else f"ingest --source {source}"
         with open(path, "a+") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise LakehouseError(
-                    f"ingest {self.paths.name} --source {source}: another ingest holds {path}") from None
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LakehouseError(
+                            f"{what} into {self.paths.name}: another {what.split()[0]} holds {path}"
+                            + (f" (waited {wait:.0f}s)" if wait else "")) from None
+                    time.sleep(0.2)
             try:
                 yield
             finally:

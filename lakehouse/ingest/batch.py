@@ -1,0 +1,320 @@
+"""Executing one batch of files: THE write path of ``load`` and ``ingest``.
+
+A batch is a numbered set of files taken by a source (a landing directory, or ``load``), recorded
+in the source's durable state before anything is written. Executing it: Spark tasks parse the
+files' blocks in parallel into staging, with a manifest of counts and days
+[``ingest_during_staging``, ``ingest_after_staging``]; one commit into live carrying the
+SetTransaction (source app id, batch number) [``ingest_after_live``]; one commit of the rejects
+(bad rows, and files rejected whole) with the same [``ingest_after_rejects``]; then the batch is
+recorded done [``ingest_after_state``]. A replayed batch finds its SetTransaction in the table and
+skips the commit, so a crash at any point loads every file exactly once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from lakehouse import crashpoints, rejects
+from lakehouse.commit import with_retries
+from lakehouse.definitions import TableDefinition
+from lakehouse.errors import InputError
+from lakehouse.ingest.blocks import (
+    FILE_COLUMN,
+    FILE_ERROR,
+    GOOD,
+    KIND_COLUMN,
+    LINE_COLUMN,
+    RAW_COLUMN,
+    REASON_COLUMN,
+    REJECT,
+    Block,
+    block_schema,
+    parse_block,
+    plan_file,
+    unexpected,
+)
+from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore
+from lakehouse.inputs import Format, detect_format
+from lakehouse.live import commit_live
+from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+UTC = dt.timezone.utc
+
+
+@dataclass
+class BatchResult:
+    """One batch as executed (or found already committed, after a crash)."""
+
+    number: int
+    files: list[str]
+    """The batch's files (failed ones included): names in a landing directory, paths for load."""
+    rows: int = 0
+    rows_rejected: int = 0
+    failed: list[str] = field(default_factory=list)
+    blocks: int = 0
+    seconds: float = 0.0
+    recovered: bool = False
+    """True when the batch was left by an interrupted run and finished by this one."""
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+    """File -> reason of the files rejected whole."""
+    per_file: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """File -> (rows loaded, rows rejected) of the files that loaded."""
+
+
+def plan_entry(state: IngestState, e: FileEntry, definition: TableDefinition, file_index: int = 0) -> list[Block]:
+    """Cut one taken file into blocks; InputError (with the reason) when it cannot be read."""
+    path = state.path_of(e)
+    try:
+        fmt: Format = e.format or detect_format(path, definition.ingest.format)  # type: ignore[assignment]
+        return plan_file(path, fmt, definition, definition.ingest.block_size, file_index)
+    except InputError:
+        raise
+    except Exception as err:  # noqa: BLE001 - one unreadable file never stops the others
+        raise InputError(unexpected(path, err)) from None
+
+
+def _shown(state: IngestState, name: str) -> str:
+    e = state.files.get(name)
+    return (e.path or e.name) if e is not None else name
+
+
+def continue_numbering(state: IngestState, paths: TablePaths) -> None:
+    """Batch numbers never repeat in a table: a state older than the table (deleted, or restored
+    from a backup) continues after the last batch the table holds, so its batches are neither
+    skipped as done nor mixed up with archived ones."""
+    done = max(txn_version(paths.live, state.app_id) or 0, txn_version(paths.rejects, state.app_id) or 0)
+    if state.next_batch <= done and not state.pending:
+        log.warning("ingest state of %s is behind the table (last batch %d); numbering continues at %d",
+                    state.source, done, done + 1)
+        state.next_batch = done + 1
+
+
+class BatchRunner:
+    """Executes the taken batches of one source of one table."""
+
+    def __init__(self, spark_factory: Callable[[], "SparkSession"], definition: TableDefinition,
+                 paths: TablePaths, store: StateStore,
+                 on_start: Callable[[Batch, int], None] | None = None) -> None:
+        self.spark_factory = spark_factory
+        self.definition = definition
+        self.paths = paths
+        self.store = store
+        self.on_start = on_start or (lambda b, n: None)
+        self.planned: dict[str, list[Block]] = {}
+        """Blocks planned when the files were taken (a recovered batch plans again)."""
+
+    def execute(self, state: IngestState, batch: Batch, recovered: bool = False) -> BatchResult:
+        started = time.monotonic()
+        app = state.app_id
+        staging = join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}")
+        manifest_path = os.path.join(staging, "manifest.json")
+        live_done = (txn_version(self.paths.live, app) or 0) >= batch.number
+        rejects_done = (txn_version(self.paths.rejects, app) or 0) >= batch.number
+        manifest: dict[str, Any] | None = None
+        if os.path.exists(manifest_path):
+            with open(manifest_path, encoding="utf-8") as f:
+                manifest = json.load(f)
+        paths = [state.path_of(state.files[n]) for n in batch.files]
+        failed_paths = [state.path_of(state.files[n]) if n in state.files else n for n, _ in batch.failed]
+        shown = [_shown(state, n) for n in batch.files]
+        failed_shown = [_shown(state, n) for n, _ in batch.failed]
+        result = BatchResult(batch.number, [*shown, *failed_shown], recovered=recovered)
+        if manifest is None and batch.files:  # (re)stage: the counts are needed even if both commits are in
+            blocks = self._plan_blocks(state, batch)
+            self.on_start(batch, len(blocks))
+            manifest = self._stage(batch, blocks, staging, manifest_path)
+        elif manifest is None:
+            manifest = {"files": {}, "days": [], "good": 0, "rejected": 0, "blocks": 0}
+        result.blocks = int(manifest["blocks"])
+        file_errors = [(paths[int(i)], f["error"]) for i, f in manifest["files"].items() if f["error"]]
+        file_errors += [(p, reason) for p, (_, reason) in zip(failed_paths, batch.failed)]
+        load_id = state.load_id(batch)
+        spark = None
+        if not live_done and manifest["good"]:
+            spark = self.spark_factory()
+            good = self._staged(spark, staging).where(f"{KIND_COLUMN} = {GOOD}")
+            failed_idx = [int(i) for i, f in manifest["files"].items() if f["error"]]
+            if failed_idx:
+                good = good.where(~good[FILE_COLUMN].isin(failed_idx))
+            days = {dt.date.fromisoformat(d) for d in manifest["days"]}
+            (ins, upd), _ = with_retries(
+                f"batch {batch.number} of {state.source} into {self.definition.name}/live",
+                lambda: commit_live(spark, self.definition, self.paths, good, load_id, days,
+                                    int(manifest["good"]), txn=(app, batch.number)))
+            result.rows_inserted, result.rows_updated = ins, upd
+        crashpoints.reached("ingest_after_live")
+        if not rejects_done and (manifest["rejected"] or file_errors):
+            spark = spark or self.spark_factory()
+            at = dt.datetime.now(UTC)
+            frames = []
+            if manifest["rejected"]:
+                frames.append(self._rejects_frame(spark, staging, paths, manifest, load_id, at))
+            if file_errors:
+                frames.append(rejects.file_frame(spark, file_errors, load_id, at))
+            with_retries(f"rejects of batch {batch.number} of {state.source} into {self.definition.name}",
+                         lambda: rejects.append(spark, self.paths, frames, txn=(app, batch.number)))
+        crashpoints.reached("ingest_after_rejects")
+        for i, name in enumerate(batch.files):
+            e = state.files[name]
+            stats = manifest["files"].get(str(i), {"good": 0, "rejected": 0, "error": None})
+            if stats["error"]:
+                e.status, e.error, e.rows, e.rows_rejected = "failed", stats["error"], 0, 0
+                result.failed.append(shown[i])
+                result.errors[shown[i]] = stats["error"]
+            else:
+                e.status, e.rows, e.rows_rejected = "ingested", int(stats["good"]), int(stats["rejected"])
+                result.rows += e.rows
+                result.rows_rejected += e.rows_rejected
+                result.per_file[shown[i]] = (e.rows, e.rows_rejected)
+        for name, (_, reason) in zip(failed_shown, batch.failed):
+            result.failed.append(name)
+            result.errors[name] = reason
+        state.pending = [b for b in state.pending if b.number != batch.number]
+        self.store.save(state)
+        crashpoints.reached("ingest_after_state")
+        remove_tree(staging)
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _plan_blocks(self, state: IngestState, batch: Batch) -> list[Block]:
+        blocks: list[Block] = []
+        for i, name in enumerate(batch.files):
+            planned = self.planned.pop(name, None)
+            if planned is None:  # a batch left by a crashed run: plan again
+                e = state.files[name]
+                try:
+                    planned = plan_entry(state, e, self.definition)
+                except InputError as err:
+                    planned = [Block(i, state.path_of(e), "csv", 0, 0, 0, 0, error=str(err))]
+            blocks += [replace(b, file_index=i) for b in planned]
+        return blocks
+
+    def _stage(self, batch: Batch, blocks: list[Block], staging: str, manifest_path: str) -> dict[str, Any]:
+        """Parse the batch's blocks with Spark tasks into staging; the manifest of what they hold."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        spark = self.spark_factory()
+        remove_tree(staging)
+        definition = self.definition
+        schema = from_arrow_schema(block_schema(definition))
+
+        def parse(batches: Any) -> Any:
+            for rb in batches:
+                for row in rb.to_pylist():
+                    yield from parse_block(definition, _block_from_row(row))
+
+        groups = pack_blocks(blocks, definition.ingest.block_size, spark.sparkContext.defaultParallelism)
+        rdd = spark.sparkContext.parallelize([[_block_row(b) for b in g] for g in groups], len(groups))
+        desc = spark.createDataFrame(rdd.flatMap(lambda g: g), _BLOCK_DDL)
+        crashpoints.kill_later("ingest_during_staging", 0.5)
+        desc.mapInArrow(parse, schema).write.mode("overwrite").parquet(join(staging, "rows"))
+        crashpoints.reached("ingest_after_staging")
+        stats = (
+            self._staged(spark, staging)
+            .groupBy(FILE_COLUMN, KIND_COLUMN, F.to_date(F.col(definition.event_time)).alias("day"))
+            .agg(F.count(F.lit(1)).alias("n"), F.min(REASON_COLUMN).alias("reason"))
+            .collect()
+        )
+        files: dict[str, dict[str, Any]] = {str(i): {"good": 0, "rejected": 0, "error": None}
+                                            for i in range(len(batch.files))}
+        days: set[str] = set()
+        for r in stats:
+            f = files[str(r[FILE_COLUMN])]
+            if r[KIND_COLUMN] == GOOD:
+                f["good"] += r["n"]
+                f.setdefault("days", []).append(r["day"].isoformat())
+            elif r[KIND_COLUMN] == REJECT:
+                f["rejected"] += r["n"]
+            elif r[KIND_COLUMN] == FILE_ERROR:
+                f["error"] = f["error"] or r["reason"]
+        for f in files.values():
+            if not f["error"]:
+                days.update(f.get("days", []))
+            f.pop("days", None)
+        manifest = {
+            "batch": batch.number,
+            "files": files,
+            "days": sorted(days),
+            "good": sum(f["good"] for f in files.values() if not f["error"]),
+            "rejected": sum(f["rejected"] for f in files.values() if not f["error"]),
+            "blocks": len(blocks),
+        }
+        tmp = manifest_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(manifest, f)
+        os.replace(tmp, manifest_path)
+        return manifest
+
+    def _staged(self, spark: "SparkSession", staging: str) -> "DataFrame":
+        return spark.read.parquet(join(staging, "rows"))
+
+    def _rejects_frame(self, spark: "SparkSession", staging: str, paths: list[str], manifest: dict[str, Any],
+                       load_id: str, at: dt.datetime) -> "DataFrame":
+        from pyspark.sql import functions as F
+
+        ok = [int(i) for i, f in manifest["files"].items() if not f["error"]]
+        sources = F.create_map(*[x for i in ok for x in (F.lit(i), F.lit(paths[i]))])
+        df = self._staged(spark, staging).where((F.col(KIND_COLUMN) == REJECT) & F.col(FILE_COLUMN).isin(ok))
+        return rejects.rows_frame(df, F.element_at(sources, F.col(FILE_COLUMN)), F.col(LINE_COLUMN),
+                                  F.col(RAW_COLUMN), F.col(REASON_COLUMN), load_id, at)
+
+
+# -- block descriptors as Spark rows -------------------------------------------------------------
+
+
+def pack_blocks(blocks: list[Block], block_size: int, parallelism: int) -> list[list[Block]]:
+    """Group blocks into Spark tasks, in order: a full-size block (a piece of a big file) is a
+    task of its own; small files share a task up to about ``block_size`` bytes, but never in
+    fewer tasks than there are cores while there are blocks to spread."""
+    sizes = [_block_bytes(b) for b in blocks]
+    total = sum(sizes)
+    target = max(1, min(block_size, -(-total // max(1, parallelism))))
+    groups: list[list[Block]] = []
+    current: list[Block] = []
+    used = 0
+    for b, size in zip(blocks, sizes):
+        if current and used + size > target:
+            groups.append(current)
+            current, used = [], 0
+        current.append(b)
+        used += size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _block_bytes(b: Block) -> int:
+    if b.whole or b.format == "parquet":
+        try:
+            return os.path.getsize(b.path)
+        except OSError:
+            return 1
+    return max(1, b.end - b.start)
+
+
+_BLOCK_DDL = ("file_index INT, path STRING, format STRING, idx INT, start LONG, end_ LONG, "
+              "first_line LONG, header ARRAY<STRING>, error STRING")
+
+
+def _block_row(b: Block) -> tuple[Any, ...]:
+    return (b.file_index, b.path, b.format, b.index, b.start, b.end, b.first_line,
+            list(b.header) if b.header is not None else None, b.error)
+
+
+def _block_from_row(r: dict[str, Any]) -> Block:
+    return Block(r["file_index"], r["path"], r["format"], r["idx"], r["start"], r["end_"], r["first_line"],
+                 tuple(r["header"]) if r["header"] is not None else None, r["error"])

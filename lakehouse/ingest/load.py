@@ -1,0 +1,214 @@
+"""``lakehouse load TABLE FILE...``: a one-shot ingest of the files at hand.
+
+The files are taken as one batch of the table's ``load`` source and run through the same write
+path as ``ingest`` (``lakehouse.ingest.batch``): Spark tasks parse their blocks (the vectorized
+CSV path included), one commit into live and one into rejects, both carrying the source's
+SetTransaction. Like COPY INTO, a load is idempotent: a file whose content (SHA-256) the table
+already loaded is skipped and reported, unless ``force``. The files and their checksums are
+recorded in the source's durable state before anything is written, so a load killed at any
+instant and run again finishes the interrupted batch first and loads every row exactly once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakehouse import crashpoints
+from lakehouse.definitions import TableDefinition
+from lakehouse.errors import InputError
+from lakehouse.ingest.batch import BatchResult, BatchRunner, continue_numbering, plan_entry
+from lakehouse.ingest.state import LOAD_SOURCE, Batch, FileEntry, IngestState, StateStore
+from lakehouse.inputs import detect_format
+from lakehouse.live import check_loadable
+from lakehouse.settings import is_local
+from lakehouse.warehouse import TablePaths
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+UTC = dt.timezone.utc
+LOCK_WAIT = 3600.0
+"""Seconds a load waits for another load of the same table to finish (loads commit in turn)."""
+
+
+@dataclass
+class FileResult:
+    """What happened to one file given to ``load``."""
+
+    source: str
+    rows_loaded: int = 0
+    rows_rejected: int = 0
+    error: str | None = None
+    """Set when the whole file was rejected (it is in rejects with this reason)."""
+    skipped: str | None = None
+    """Set when the file was not loaded because its content already was (the reason)."""
+
+
+@dataclass
+class LoadResult:
+    """The outcome of one ``load``."""
+
+    table: str
+    files: list[FileResult] = field(default_factory=list)
+    batches: list[BatchResult] = field(default_factory=list)
+    load_ids: list[str] = field(default_factory=list)
+
+    @property
+    def rows_loaded(self) -> int:
+        return sum(b.rows for b in self.batches)
+
+    @property
+    def rows_rejected(self) -> int:
+        return sum(b.rows_rejected for b in self.batches)
+
+    @property
+    def rows_inserted(self) -> int:
+        return sum(b.rows_inserted for b in self.batches)
+
+    @property
+    def rows_updated(self) -> int:
+        return sum(b.rows_updated for b in self.batches)
+
+    @property
+    def files_rejected(self) -> list[FileResult]:
+        return [f for f in self.files if f.error]
+
+    @property
+    def files_skipped(self) -> list[FileResult]:
+        return [f for f in self.files if f.skipped]
+
+    @property
+    def recovered(self) -> list[BatchResult]:
+        """Batches an interrupted load left, finished by this one."""
+        return [b for b in self.batches if b.recovered]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rows_loaded": self.rows_loaded,
+            "rows_rejected": self.rows_rejected,
+            "files_skipped": len(self.files_skipped),
+            "files_rejected": [{"source": f.source, "reason": f.error} for f in self.files_rejected],
+            "skipped": [{"source": f.source, "reason": f.skipped} for f in self.files_skipped],
+            "rows_inserted": self.rows_inserted,
+            "rows_updated": self.rows_updated,
+            "recovered_batches": [b.number for b in self.recovered],
+            "load_ids": self.load_ids,
+        }
+
+
+def checksum(path: str) -> str:
+    """SHA-256 of a file's content (read in pieces)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Load:
+    """Loads files into one table through the ingest write path."""
+
+    def __init__(self, spark_factory: Callable[[], "SparkSession"], warehouse: str,
+                 definition: TableDefinition) -> None:
+        if not is_local(warehouse):
+            raise InputError(f"load keeps its state and staging on the warehouse; {warehouse} is not a local path yet")
+        self.definition = definition
+        self.paths = TablePaths(warehouse, definition.name)
+        self.store = StateStore(self.paths)
+        self.runner = BatchRunner(spark_factory, definition, self.paths, self.store)
+
+    def run(self, files: list[str], fmt: str | None = None, force: bool = False) -> LoadResult:
+        """Load ``files`` (in order: a later file wins over an earlier one for the same key)."""
+        check_loadable(self.definition, self.paths)
+        result = LoadResult(self.definition.name)
+        with self.store.lock(LOAD_SOURCE, wait=LOCK_WAIT):
+            state = self.store.load(LOAD_SOURCE)
+            continue_numbering(state, self.paths)
+            for batch in list(state.pending):  # a load killed before it finished
+                result.batches.append(self.runner.execute(state, batch, recovered=True))
+                result.load_ids.append(state.load_id(batch))
+            recovered = {p for b in result.batches for p in b.files}
+            batch = self._take(state, files, fmt, force, result, recovered)
+            if batch is not None:
+                result.batches.append(self.runner.execute(state, batch))
+                result.load_ids.append(state.load_id(batch))
+        self._report_files(result, recovered)
+        return result
+
+    def _take(self, state: IngestState, files: list[str], fmt: str | None, force: bool,
+              result: LoadResult, recovered: set[str]) -> Batch | None:
+        """Record the files to load as one batch (with their checksums) before anything is written."""
+        now = dt.datetime.now(UTC)
+        loaded: dict[str, FileEntry] = {e.checksum: e for e in state.log()
+                                        if e.checksum and e.status == "ingested"}
+        batch = Batch(state.next_batch, [])
+        seq = state.next_seq()
+        taken_sums: dict[str, str] = {}
+        for given in files:
+            path = os.path.abspath(given)
+            entry = FileEntry(f"{seq:08d}", seq, 0, 0, None, "queued", seen_at=now, path=path)
+            try:
+                st = os.stat(path)
+                if not os.path.isfile(path):
+                    raise InputError(f"{given}: not a regular file")
+                entry.size, entry.mtime_ns = st.st_size, st.st_mtime_ns
+                entry.format = detect_format(path, fmt)
+                entry.checksum = checksum(path)
+            except FileNotFoundError:
+                entry.status, entry.error = "failed", f"{given}: no such file"
+            except InputError as e:
+                entry.status, entry.error = "failed", str(e)
+            except OSError as e:
+                entry.status, entry.error = "failed", f"{given}: cannot read: {e.strerror or e}"
+            if entry.checksum and not force:
+                prior = loaded.get(entry.checksum)
+                if path in recovered and prior is not None:
+                    continue  # finished just now by the recovery of an interrupted load
+                if prior is not None:
+                    result.files.append(FileResult(path, skipped=(
+                        f"already loaded (same content, sha256 {entry.checksum[:12]}) from {state.path_of(prior)} "
+                        f"in {state.load_id(Batch(prior.batch or 0, []))}; pass --force to load it again")))
+                    continue
+                if entry.checksum in taken_sums:
+                    result.files.append(FileResult(path, skipped=(
+                        f"same content as {taken_sums[entry.checksum]} earlier in this load")))
+                    continue
+                taken_sums[entry.checksum] = path
+            seq += 1
+            state.files[entry.name] = entry
+            entry.batch = batch.number
+            if entry.status == "failed":
+                batch.failed.append((entry.name, entry.error or ""))
+                continue
+            try:
+                self.runner.planned[entry.name] = plan_entry(state, entry, self.definition)
+                batch.files.append(entry.name)
+            except InputError as e:
+                entry.status, entry.error = "failed", str(e)
+                batch.failed.append((entry.name, str(e)))
+        if not batch.files and not batch.failed:
+            return None
+        state.next_batch = batch.number + 1
+        state.pending.append(batch)
+        self.store.save(state)
+        crashpoints.reached("ingest_after_take")
+        return batch
+
+    def _report_files(self, result: LoadResult, recovered: set[str]) -> None:
+        for b in result.batches:
+            for p in b.files:
+                if p in b.errors:
+                    result.files.append(FileResult(p, error=b.errors[p]))
+                else:
+                    good, bad = b.per_file.get(p, (0, 0))
+                    result.files.append(FileResult(p, rows_loaded=good, rows_rejected=bad))
+        for f in result.files:
+            if f.error:
+                log.warning("%s", f.error)
