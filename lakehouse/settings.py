@@ -7,6 +7,7 @@ LAKEHOUSE_MASTER) > defaults (current directory, <project>/warehouse, local[*]).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,12 +56,25 @@ class Settings:
         return cls(project=project_path, warehouse=normalize_warehouse(warehouse_raw), master=master_raw)
 
 
+_GLOB = set("*?[]{}")
+_FILE_URI = re.compile(r"^file:(//(localhost)?)?(/.*)$")
+
+
 def normalize_warehouse(uri: str) -> str:
-    """Make a local warehouse path absolute; leave URIs with a scheme as they are."""
+    """Make a local warehouse path absolute (``file:/x``, ``file:///x`` and ``file://localhost/x``
+    are local paths too); leave URIs with another scheme as they are. Glob characters are refused:
+    Spark and Hadoop expand them in paths, so such a warehouse would read other folders' data."""
     if not uri.strip():
         raise ConfigError("warehouse must not be empty")
-    if uri.startswith("file://"):
-        return str(Path(uri[len("file://"):]).resolve())
+    if any(ch in uri for ch in "\n\r\x00"):
+        raise ConfigError(f"warehouse {uri!r}: control characters are not allowed in a path")
+    bad = sorted(_GLOB.intersection(uri))
+    if bad:
+        raise ConfigError(f"warehouse {uri!r}: the characters {' '.join(bad)} are not allowed "
+                          "(Spark would expand them as a glob pattern); choose another folder name")
+    m = _FILE_URI.match(uri)
+    if m:
+        return str(Path(m.group(3)).resolve())
     if "://" in uri:
         return uri.rstrip("/")
     return str(Path(uri).expanduser().resolve())
