@@ -52,5 +52,9 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
 
+lint: setup
+	$(BIN)/ruff check lakehouse tests
+	$(BIN)/mypy
+
 clean:
 	rm -rf $(VENV) warehouse .pytest_cache

@@ -308,7 +308,7 @@ def _pylist(batch: Any) -> list[dict[str, Any]]:
     except Exception:  # noqa: BLE001 - fall back to value by value
         pass
     columns: list[list[Any]] = []
-    for name, col in zip(batch.schema.names, batch.columns):
+    for col in batch.columns:
         try:
             columns.append(col.to_pylist())
         except Exception:  # noqa: BLE001

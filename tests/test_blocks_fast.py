@@ -112,3 +112,16 @@ def test_odd_values_take_the_row_by_row_path(tmp_path, bad):
     (block,) = plan_file(str(path), "csv", D, 1 << 30, 0)
     assert fast_csv_block(D, block) is None
     assert repr(_table(parse_block(D, block)).to_pylist()) == repr(_table(_parse_rows(D, block, 10_000)).to_pylist())
+
+
+def test_an_unexpected_failure_is_a_file_error_not_an_exception(tmp_path):
+    """Invariant 7: whatever breaks while a block is read (here: the path became a folder), the
+    block yields one file error with the reason, so the file is failed and the others go on."""
+    from lakehouse.ingest.blocks import FILE_ERROR, KIND_COLUMN, REASON_COLUMN, Block
+
+    folder = tmp_path / "was_a_file.csv"
+    folder.mkdir()
+    block = Block(0, str(folder), "csv", 0, 10, 100, 2, ("trip_id", "event_time"))
+    out = pa.Table.from_batches(list(parse_block(D, block)))
+    assert out.column(KIND_COLUMN).to_pylist() == [FILE_ERROR]
+    assert "was_a_file.csv" in out.column(REASON_COLUMN)[0].as_py()

@@ -144,28 +144,28 @@ class BatchRunner:
         load_id = state.load_id(batch)
         spark = None
         if not live_done and manifest["good"]:
-            spark = self.spark_factory()
-            good = self._staged(spark, staging).where(f"{KIND_COLUMN} = {GOOD}")
+            spark = session = self.spark_factory()
+            good = self._staged(session, staging).where(f"{KIND_COLUMN} = {GOOD}")
             failed_idx = [int(i) for i, f in manifest["files"].items() if f["error"]]
             if failed_idx:
                 good = good.where(~good[FILE_COLUMN].isin(failed_idx))
             days = {dt.date.fromisoformat(d) for d in manifest["days"]}
             (ins, upd), _ = with_retries(
                 f"batch {batch.number} of {state.source} into {self.definition.name}/live",
-                lambda: commit_live(spark, self.definition, self.paths, good, load_id, days,
+                lambda: commit_live(session, self.definition, self.paths, good, load_id, days,
                                     int(manifest["good"]), txn=(app, batch.number)))
             result.rows_inserted, result.rows_updated = ins, upd
         crashpoints.reached("ingest_after_live")
         if not rejects_done and (manifest["rejected"] or file_errors):
-            spark = spark or self.spark_factory()
+            session = spark or self.spark_factory()
             at = dt.datetime.now(UTC)
             frames = []
             if manifest["rejected"]:
-                frames.append(self._rejects_frame(spark, staging, paths, manifest, load_id, at))
+                frames.append(self._rejects_frame(session, staging, paths, manifest, load_id, at))
             if file_errors:
-                frames.append(rejects.file_frame(spark, file_errors, load_id, at))
+                frames.append(rejects.file_frame(session, file_errors, load_id, at))
             with_retries(f"rejects of batch {batch.number} of {state.source} into {self.definition.name}",
-                         lambda: rejects.append(spark, self.paths, frames, txn=(app, batch.number)))
+                         lambda: rejects.append(session, self.paths, frames, txn=(app, batch.number)))
         crashpoints.reached("ingest_after_rejects")
         for i, name in enumerate(batch.files):
             e = state.files[name]
@@ -254,8 +254,8 @@ class BatchRunner:
             "blocks": len(blocks),
         }
         tmp = manifest_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(manifest, f)
+        with open(tmp, "w", encoding="utf-8") as out:
+            json.dump(manifest, out)
         os.replace(tmp, manifest_path)
         return manifest
 

@@ -135,10 +135,10 @@ class Load:
                 result.batches.append(self.runner.execute(state, batch, recovered=True))
                 result.load_ids.append(state.load_id(batch))
             recovered = {p for b in result.batches for p in b.files}
-            batch = self._take(state, files, fmt, force, result, recovered)
-            if batch is not None:
-                result.batches.append(self.runner.execute(state, batch))
-                result.load_ids.append(state.load_id(batch))
+            taken = self._take(state, files, fmt, force, result, recovered)
+            if taken is not None:
+                result.batches.append(self.runner.execute(state, taken))
+                result.load_ids.append(state.load_id(taken))
         self._report_files(result, recovered)
         return result
 
