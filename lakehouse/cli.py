@@ -402,13 +402,15 @@ def _parse_day(value: str) -> Any:
 @cli.command()
 @click.argument("table")
 @click.option("--now", default=None, help="The clock for this run (ISO 8601; replays and tests).")
+@click.option("--allow-future", is_flag=True,
+              help="Accept a --now more than a minute ahead of the clock (the cutoff cannot move back).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (cutoff, days, rows); change nothing.")
 @format_option()
 @click.pass_obj
 @handle_errors
-def archive(obj: Ctx, table: str, now: str | None, dry_run: bool, fmt: str | None) -> None:
+def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: bool, fmt: str | None) -> None:
     """One archiving run: live rows older than now - delay move into the archive."""
-    result = obj.lakehouse.archive(table, now=_parse_now(now), dry_run=dry_run)
+    result = obj.lakehouse.archive(table, now=_parse_now(now), dry_run=dry_run, allow_future=allow_future)
     plan = result.plan
     if dry_run:
         if obj.fmt(fmt) == "json":

@@ -114,11 +114,13 @@ class Lakehouse:
 
     # -- archiving ------------------------------------------------------------------------
 
-    def archive(self, table: str, now: Any = None, dry_run: bool = False) -> Any:
-        """One archiving run (or its plan, with ``dry_run``)."""
+    def archive(self, table: str, now: Any = None, dry_run: bool = False, allow_future: bool = False) -> Any:
+        """One archiving run (or its plan, with ``dry_run``). ``now`` more than a minute ahead of
+        the wall clock is refused unless ``allow_future`` (a committed cutoff cannot move back)."""
         from lakehouse.archive.job import run_archive
 
-        return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run)
+        return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run,
+                           allow_future=allow_future)
 
     def vectors(self, table: str, day: Any, column: str) -> Any:
         from lakehouse.archive.reader import read_day

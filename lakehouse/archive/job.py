@@ -376,9 +376,44 @@ class ArchiveJob:
         return self.purge(committed), self.clean(committed)
 
 
+FUTURE_TOLERANCE = dt.timedelta(minutes=1)
+"""How far ``--now`` may run ahead of the wall clock without ``--allow-future``."""
+
+
+def check_now(table: str, now: dt.datetime, wall: dt.datetime | None = None,
+              allow_future: bool = False) -> None:
+    """Refuse a clock more than a minute ahead of the wall clock: a committed cutoff never moves
+    back, so a typo in ``--now`` would hide every later row for good."""
+    wall = wall or dt.datetime.now(dt.timezone.utc)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.timezone.utc)
+    if allow_future or now <= wall + FUTURE_TOLERANCE:
+        return
+    ahead = now - wall
+    raise LakehouseError(
+        f"archive {table}: --now {now.isoformat()} is {_human(ahead)} ahead of the clock "
+        f"({wall.replace(microsecond=0).isoformat()}); a committed cutoff cannot move back, so this "
+        "would hide every later row for good; fix --now or pass --allow-future if you mean it"
+    )
+
+
+def _human(delta: dt.timedelta) -> str:
+    s = int(delta.total_seconds())
+    if s >= 86_400:
+        return f"{s // 86_400}d {s % 86_400 // 3600}h"
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 60}m {s % 60}s"
+
+
 def run_archive(spark_factory: Callable[[], "SparkSession"], warehouse: str, definition: TableDefinition,
-                now: dt.datetime | None = None, dry_run: bool = False) -> ArchiveResult:
-    """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one."""
+                now: dt.datetime | None = None, dry_run: bool = False,
+                allow_future: bool = False) -> ArchiveResult:
+    """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one.
+
+    ``now`` more than a minute ahead of the wall clock is refused unless ``allow_future``."""
+    if now is not None and not dry_run:
+        check_now(definition.name, now, allow_future=allow_future)
     spark = spark_factory()
     job = ArchiveJob(spark, warehouse, definition)
     now = now or dt.datetime.now(dt.timezone.utc)
