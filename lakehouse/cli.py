@@ -438,9 +438,9 @@ def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: 
 
 
 def _cutoff_dt(cutoff: int) -> Any:
-    import datetime as dt
+    from lakehouse.archive.plan import cutoff_time
 
-    return dt.datetime.fromtimestamp(cutoff, dt.timezone.utc)
+    return cutoff_time(cutoff)
 
 
 @cli.command()
@@ -483,12 +483,14 @@ def vectors(obj: Ctx, table: str, day: str, column: str, limit: int | None, fmt:
 @handle_errors
 def lookup(obj: Ctx, table: str, day: str, where: tuple[str, ...], fmt: str | None) -> None:
     """The record range of an archive day matching equalities, by binary search on the vectors."""
-    r, touched = obj.lakehouse.lookup(table, _parse_day(day), list(where))
+    res = obj.lakehouse.lookup(table, _parse_day(day), list(where))
+    r = res.range
     doc = {"start": r.start, "end": r.end, "count": r.count}
     if obj.fmt(fmt) == "json":
         _emit_json(doc)
         return
-    click.echo(f"records [{r.start}, {r.end}): {r.count} matching ({touched} vector entries read)")
+    click.echo(f"records [{r.start}, {r.end}): {r.count} matching ({res.touched} vector entries read, "
+               f"cutoff {res.cutoff})")
 
 
 @cli.command()

@@ -200,9 +200,9 @@ class Lakehouse:
 
 def _waiting_rows(live_path: str, event_time: str, cutoff: int) -> int:
     """Live rows with event time < cutoff (read with delta-rs; partition-pruned)."""
-    import datetime as dt
+    from lakehouse.archive.plan import cutoff_time
 
-    day = dt.datetime.fromtimestamp(cutoff, dt.timezone.utc).date()
+    day = cutoff_time(cutoff).date()
     sql = (f'SELECT count(*) AS n FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{day.isoformat()}\' '
            f'AND "{event_time}" < to_timestamp_seconds({int(cutoff)})')
     return int(scan(live_path, sql).column("n")[0].as_py())

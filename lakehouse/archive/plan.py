@@ -11,17 +11,30 @@ UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 
+MIN_CUTOFF = (dt.datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // dt.timedelta(seconds=1)
+"""0001-01-01T00:00:00Z in epoch seconds (negative): the earliest cutoff there is."""
+MAX_CUTOFF = (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - EPOCH) // dt.timedelta(seconds=1)
+
+
 def new_cutoff(now: dt.datetime, delay: Duration) -> int:
-    """C' = now - delay, in whole epoch seconds (rounded down)."""
+    """C' = now - delay, in whole epoch seconds (rounded down; negative before 1970)."""
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
     since_epoch = now - EPOCH - dt.timedelta(milliseconds=delay.millis)
-    return since_epoch // dt.timedelta(seconds=1)
+    cutoff = since_epoch // dt.timedelta(seconds=1)
+    if cutoff < MIN_CUTOFF:
+        from lakehouse.errors import LakehouseError
+
+        raise LakehouseError(
+            f"archive: now {now.isoformat()} minus the delay {delay} is before 0001-01-01; "
+            "no cutoff can be that early (pass a later --now)"
+        )
+    return cutoff
 
 
 def cutoff_time(cutoff: int) -> dt.datetime:
-    """A cutoff as an aware UTC datetime."""
-    return dt.datetime.fromtimestamp(cutoff, UTC)
+    """A cutoff as an aware UTC datetime (any cutoff of years 0001..9999, negative ones too)."""
+    return EPOCH + dt.timedelta(seconds=int(cutoff))
 
 
 def day_of(t: dt.datetime) -> dt.date:
