@@ -177,6 +177,10 @@ def tables(obj: Ctx, fmt: str | None) -> None:
     for s in states:
         cutoff = "-" if s.cutoff is None else f"{s.cutoff} ({output.format_timestamp(_cutoff_dt(s.cutoff))})"
         state = "ok" if s.created else "not created (run lakehouse migrate)"
+        if s.last_error:
+            e = s.last_error
+            state = (f"archive failing at {e.get('step')} ({e.get('failures', 1)}x since {e.get('since')}): "
+                     f"{e.get('error')}")
         click.echo(f"{s.name:<20} {s.live_rows:>10} {s.archive_rows:>12} {s.rejects:>8} {s.waiting_rows:>8}  {cutoff:<32} {state}")
 
 

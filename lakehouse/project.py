@@ -37,12 +37,15 @@ class TableState:
     bound: int | None
     waiting_rows: int = 0
     """Live rows older than the cutoff: late arrivals invisible until the next archiving run."""
+    last_error: dict[str, Any] | None = None
+    """The last archiving run's failure (step, error, at, failures in a row, since), cleared by
+    the next run that succeeds; None when the last run succeeded."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "live_rows": self.live_rows, "archive_rows": self.archive_rows,
             "cutoff": self.cutoff, "bound": self.bound, "created": self.created, "rejects": self.rejects,
-            "waiting_rows": self.waiting_rows,
+            "waiting_rows": self.waiting_rows, "last_error": self.last_error,
         }
 
 
@@ -91,7 +94,7 @@ class Lakehouse:
     def tables(self) -> list[TableState]:
         """Every defined table and its state (from Delta logs; no Spark)."""
         out = []
-        from lakehouse.archive.state import read_snapshot
+        from lakehouse.archive.state import read_snapshot, read_status
 
         for name, d in sorted(self.definitions().items()):
             p = self.paths(name)
@@ -108,6 +111,7 @@ class Lakehouse:
                     cutoff=cutoff,
                     bound=None,
                     waiting_rows=_waiting_rows(p.live, d.event_time, cutoff) if created and cutoff is not None else 0,
+                    last_error=(read_status(p.root) or {}).get("last_error") if created else None,
                 )
             )
         return out

@@ -67,3 +67,88 @@ def test_cli_refuses_a_future_now_in_one_line(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: archive clicks: --now 2126-11-20T00:00:00+00:00 is ")
     assert "--allow-future" in lines[0]
+
+
+# -- 2. readers take the committed cutoff first --------------------------------------------------
+
+@pytest.mark.spark
+def test_lookup_reads_the_cutoff_first_then_the_files_of_that_cutoff(project, spark, monkeypatch):
+    """A run commits between the reader's listing of vector files and its reading of the cutoff:
+    the answer must still be the one of a single committed cutoff, with that cutoff's files."""
+    from lakehouse.archive import reader, vectors
+    from lakehouse.archive.job import ArchiveJob
+
+    p = project.table(TRIPS_SMALL).create("trips")
+    day = dt.date(2026, 11, 18)
+    load(p, "a.csv", [["a", 1, 0, 1.0, 1.0, "2026-11-18T01:00:00Z"], ["b", 1, 0, 1.0, 1.0, "2026-11-18T02:00:00Z"],
+                      ["c", 1, 1, 1.0, 1.0, "2026-11-18T03:00:00Z"], ["d", 5, 0, 1.0, 1.0, "2026-11-18T04:00:00Z"]])
+    c1 = p.lh.archive("trips", now=ts("2026-11-20T00:00:00Z")).plan.cutoff
+    load(p, "late.csv", [["e", 1, 0, 1.0, 1.0, "2026-11-18T05:00:00Z"], ["f", 1, 0, 1.0, 1.0, "2026-11-18T06:00:00Z"]])
+    job = ArchiveJob(spark, p.settings.warehouse, p.lh.definition("trips"))
+    plan2 = job.plan(ts("2026-11-20T06:00:00Z"))
+    c2 = plan2.cutoff
+    want = {c1: (0, 3), c2: (0, 5)}  # city_id=1 on the day, at each committed cutoff
+
+    real_list, real_snapshot = vectors.list_files, reader.read_snapshot
+    interleaved: list[int] = []
+    seen: list[int | None] = []
+
+    def list_then_commit(root, columns=None):
+        out = real_list(root) if columns is None else real_list(root, columns)
+        if not interleaved:
+            interleaved.append(1)
+            job.execute(plan2, through="commit")  # commits C2, its files stay next to C1's
+        return out
+
+    def snapshot(path, *args, **kwargs):
+        s = real_snapshot(path, *args, **kwargs)
+        seen.append(None if s is None else s.cutoff)
+        return s
+
+    monkeypatch.setattr(vectors, "list_files", list_then_commit)
+    monkeypatch.setattr(reader, "read_snapshot", snapshot)
+    rng, _ = p.lh.lookup("trips", day, ["city_id=1"])
+    assert interleaved and seen
+    assert (rng.start, rng.end) == want[seen[0]], f"range {rng} with files of another cutoff than {seen[0]}"
+    monkeypatch.undo()
+    res = p.lh.lookup("trips", day, ["city_id=1"])
+    assert (res.range.start, res.range.end) == want[c2] and res.cutoff == c2
+    assert all(f.endswith(f"20261118-{c2}") for f in res.files)
+    dv = p.lh.vectors("trips", day, "city_id")
+    assert dv.cutoff == c2 and dv.committed == c2
+    r = p.lh.archive("trips", now=ts("2026-11-20T06:00:00Z"))  # recovers: purge and clean
+    assert not r.plan.advances and r.recovered_rows == 2
+    assert all(c.ok for c in p.lh.verify("trips")), [c for c in p.lh.verify("trips") if not c.ok]
+
+
+# -- 3. names for every date; cutoffs before 1970 ------------------------------------------------
+
+@pytest.mark.spark
+def test_days_before_1000_and_cutoffs_before_1970_archive_read_and_clean(project, spark):
+    from lakehouse.archive import vectors
+
+    p = project.table(TRIPS_SMALL).create("trips")
+    load(p, "a.csv", [["a", 1, 0, 1.0, 1.0, "0999-12-31T10:00:00Z"], ["b", 2, 0, 1.0, 2.0, "0999-12-31T11:00:00Z"],
+                      ["c", 1, 0, 1.0, 3.0, "1969-12-30T05:00:00Z"], ["d", 3, 0, 1.0, 4.0, "1969-12-31T20:00:00Z"],
+                      ["e", 1, 0, 1.0, 5.0, "2026-11-18T01:00:00Z"]])
+    with pytest.raises(LakehouseError, match=r"archive trips: the cutoff -43200 \(1969-12-31T12:00:00\+00:00\) "
+                                             r"is before 1970-01-01; .*cannot be negative"):
+        p.lh.archive("trips", now=ts("1970-01-01T12:00:00Z"))
+    r1 = p.lh.archive("trips", now=ts("1970-01-02T12:00:00Z"))
+    assert r1.rows_archived == 4 and r1.plan.cutoff == 43200
+    load(p, "late.csv", [["f", 1, 0, 1.0, 6.0, "0999-12-31T12:00:00Z"]])
+    r2 = p.lh.archive("trips", now=ts("2026-11-20T00:00:00Z"))
+    assert r2.rows_archived == 2 and r2.plan.late_rows == 1
+    names = sorted(os.listdir(os.path.join(p.lh.paths("trips").vectors, "city_id")))
+    c2 = r2.plan.cutoff
+    assert names == [f"09991231-{c2}", "19691230-43200", "19691231-43200", f"20261118-{c2}"]
+    files, temps = vectors.list_files(p.lh.paths("trips").vectors)
+    assert not temps and {(f.day, f.cutoff) for f in files if f.column == "city_id"} == {
+        (dt.date(999, 12, 31), c2), (dt.date(1969, 12, 30), 43200), (dt.date(1969, 12, 31), 43200),
+        (dt.date(2026, 11, 18), c2)}
+    rng, _ = p.lh.lookup("trips", dt.date(999, 12, 31), ["city_id=1"])
+    assert (rng.start, rng.end) == (0, 2)
+    assert p.lh.vectors("trips", dt.date(1969, 12, 30), "fare_total").table.column("value").to_pylist() == [3.0]
+    n = p.lh.query("SELECT count(*) AS n, sum(fare_total) AS s FROM trips", "duckdb").to_pylist()
+    assert n == [{"n": 6, "s": 21.0}]
+    assert all(c.ok for c in p.lh.verify("trips")), [c for c in p.lh.verify("trips") if not c.ok]

@@ -260,6 +260,13 @@ class ArchiveJob:
         archive = spark_snapshot(self.spark, self.paths.archive)
         live = spark_snapshot(self.spark, self.paths.live)
         cutoff = new_cutoff(now, d.archive.delay)
+        if cutoff < 0:
+            raise LakehouseError(
+                f"archive {d.name}: the cutoff {cutoff} ({cutoff_time(cutoff).isoformat()}) is before "
+                "1970-01-01; Delta records the cutoff as a SetTransaction version, which cannot be "
+                "negative; pass a --now after 1970-01-01 plus the delay (rows of any earlier day are "
+                "archived by such a run)"
+            )
         previous = archive.cutoff
         base = ArchivePlan(d.name, now, previous, cutoff, live.version, archive.version)
         if not base.advances:
