@@ -543,6 +543,25 @@ def bench_archive_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
         click.echo(f"{k:<38} {v}")
 
 
+@bench.command("backfill")
+@click.option("--rows", type=int, default=200_000, show_default=True)
+@click.option("--days", type=int, default=2500, show_default=True)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_backfill_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
+    """A backfill of DAYS days archived in one run vs a plain sorted, partitioned Delta write."""
+    from lakehouse.bench import bench_backfill
+
+    master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
+    doc = bench_backfill(master, rows, days)
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    for k, v in doc.items():
+        click.echo(f"{k:<38} {v}")
+
+
 @bench.command("ingest")
 @click.option("--small-files", type=int, default=1000, show_default=True)
 @click.option("--small-rows", type=int, default=1000, show_default=True, help="Rows per small file.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import subprocess
 import sys
 
@@ -152,3 +153,120 @@ def test_days_before_1000_and_cutoffs_before_1970_archive_read_and_clean(project
     n = p.lh.query("SELECT count(*) AS n, sum(fare_total) AS s FROM trips", "duckdb").to_pylist()
     assert n == [{"n": 6, "s": 21.0}]
     assert all(c.ok for c in p.lh.verify("trips")), [c for c in p.lh.verify("trips") if not c.ok]
+
+
+# -- 4. backfills of years; failed steps are retried and reported ---------------------------------
+
+def test_day_predicates_stay_shallow_and_exact():
+    from lakehouse.archive.plan import days_sql
+
+    base = dt.date(2000, 1, 1)
+    assert days_sql("d", []) == "FALSE"
+    assert days_sql("d", [base + dt.timedelta(i) for i in range(10)]) == \
+        "`d` >= DATE'2000-01-01' AND `d` <= DATE'2000-01-10'"  # contiguous: a range only
+    days = [base + dt.timedelta(2 * i) for i in range(10_000)]
+    sql = days_sql("d", days, size=500)
+    assert sql.count(" IN (") == 20 and sql.count(" OR ") == 19 and sql.count("DATE'") == 10_002
+    assert max(_depth(sql)) <= 6  # balanced: log2(20) levels of OR, not one level per day
+    assert days_sql("d", [dt.date(1, 1, 1), dt.date(999, 3, 1)]).startswith("`d` >= DATE'0001-01-01'")
+
+
+def _depth(sql: str):
+    depth = 0
+    for ch in sql:
+        depth += ch == "("
+        depth -= ch == ")"
+        yield depth
+
+
+def test_partitions_and_vector_tasks_do_not_grow_one_per_day():
+    from lakehouse.archive.plan import group_days, partition_count
+
+    assert partition_count(600_000, 2342, 2) == 2
+    assert partition_count(50_000_000, 2342, 2) == 50
+    assert partition_count(10, 1, 8) == 1
+    assert partition_count(0, 0, 8) == 1
+    base = dt.date(2000, 1, 1)
+    rows = {base + dt.timedelta(i): 60 for i in range(10_000)}
+    groups = group_days(rows, 2)
+    assert len(groups) == 2 and sorted(d for g in groups for d in g) == sorted(rows)
+    assert all(g == sorted(g) for g in groups)
+    big = {base + dt.timedelta(i): 1_000_000 for i in range(10)}
+    assert len(group_days(big, 2, rows_per_task=2_000_000)) == 5
+    assert group_days({}, 4) == []
+
+
+def test_staged_rows_are_checked_against_the_plan():
+    from lakehouse.archive.plan import staged_problems
+
+    d1, d2 = dt.date(2026, 11, 17), dt.date(2026, 11, 18)
+    assert staged_problems("t", (d1, d2), {d1: 5}, {d1: 3, d2: 4}, {d1: 6, d2: 4}, True) == []
+    assert staged_problems("t", (d1, d2), {d1: 5}, {d1: 3, d2: 4}, {d1: 8, d2: 4}, False) == []
+    assert staged_problems("t", (d1, d2), {d1: 5}, {d1: 3, d2: 4}, {d1: 6, d2: 4}, False) == [
+        "archive t: day 2026-11-17 staged 6 rows, the plan expects 8 (5 new, 3 archived)"]
+    assert staged_problems("t", (d1, d2), {d1: 5}, {d1: 3, d2: 4}, {d2: 0}, True) == [
+        "archive t: day 2026-11-17 was planned (5 new, 3 archived rows) but not staged",
+        "archive t: day 2026-11-18 staged 0 rows, the plan expects 4 (0 new, 4 archived)"]
+    assert staged_problems("t", (d1,), {d1: 5}, {d1: 3}, {d1: 4}, True) == [
+        "archive t: day 2026-11-17 staged 4 rows, the plan expects 5..8 (5 new, 3 archived)"]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_backfill_of_3000_days_archives_purges_and_archives_again(project, spark):
+    from lakehouse.archive import vectors
+    from lakehouse.bench import BENCH_TABLE, generate_live
+    from lakehouse.warehouse import row_count
+
+    p = project.table(BENCH_TABLE).create("bench")
+    days, rows = 3000, 3600
+    today = dt.datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start = today - dt.timedelta(days=days + 2)
+    generate_live(spark, p.lh.paths("bench").live, rows, start, days)
+    r = p.lh.archive("bench", now=today)
+    assert r.committed and r.rows_archived == rows and len(r.plan.days) == days
+    assert r.rows_purged == rows and row_count(p.lh.paths("bench").live) == 0
+    files, temps = vectors.list_files(p.lh.paths("bench").vectors)
+    assert not temps and len(files) == days * 8 and len({f.cutoff for f in files}) == 1
+    first = start.date()
+    dv = p.lh.vectors("bench", first, "city_id")
+    assert sum(dv.table.column("count").to_pylist()) >= 1
+    q = "SELECT count(*) AS n, count(DISTINCT event_date) AS d, sum(fare_total) AS s FROM bench"
+    want = p.lh.query(q, "duckdb").to_pylist()
+    assert want[0]["n"] == rows and want[0]["d"] == days
+    assert p.lh.query(q, "spark").to_pylist()[0]["n"] == rows
+    # late rows into old days: the table archives again, merging into three of the days
+    generate_live(spark, p.lh.paths("bench").live, 9, start, 3, load="late", first_id=rows)
+    r2 = p.lh.archive("bench", now=today + dt.timedelta(minutes=1))
+    assert r2.committed and r2.rows_archived == 9 and r2.plan.late_rows == 9 and len(r2.plan.days) == 3
+    assert p.lh.query(q, "duckdb").to_pylist()[0]["n"] == rows + 9
+    assert row_count(p.lh.paths("bench").live) == 0
+    files, temps = vectors.list_files(p.lh.paths("bench").vectors)
+    assert not temps and len(files) == days * 8 and not vectors.garbage(files, r2.plan.cutoff)
+    rng, _ = p.lh.lookup("bench", first, [f"city_id={dv.table.column('value')[0].as_py()}"])
+    assert rng.count >= 1
+
+
+@pytest.mark.spark
+def test_a_step_failing_after_the_commit_is_retried_and_reported(project, spark):
+    from lakehouse.archive.job import ArchiveJob
+
+    p = project.table(TRIPS_SMALL).create("trips")
+    load(p, "a.csv", [["a", 1, 0, 1.0, 1.0, "2026-11-18T01:00:00Z"], ["b", 2, 0, 1.0, 2.0, "2026-11-18T02:00:00Z"]])
+    job = ArchiveJob(spark, p.settings.warehouse, p.lh.definition("trips"))
+    job.execute(job.plan(ts("2026-11-20T00:00:00Z")), through="commit")  # as if killed after the commit
+    staging = p.lh.paths("trips").staging
+    shutil.rmtree(staging, ignore_errors=True)
+    with open(staging, "w") as f:  # the clean-up step cannot list its folder: a file is in the way
+        f.write("in the way")
+    for attempt in (1, 2):
+        with pytest.raises(Exception):
+            p.lh.archive("trips", now=ts("2026-11-20T01:00:00Z"))
+        err = p.lh.tables()[0].last_error
+        assert err is not None and err["step"] == "recover" and err["failures"] == attempt, err
+    assert p.lh.tables()[0].as_dict()["last_error"]["error"]
+    assert p.lh.query("SELECT count(*) AS n FROM trips", "duckdb").to_pylist() == [{"n": 2}]  # nothing lost
+    os.remove(staging)
+    r = p.lh.archive("trips", now=ts("2026-11-20T01:00:00Z"))
+    assert r.committed and p.lh.tables()[0].last_error is None and p.lh.tables()[0].live_rows == 0
+    assert p.lh.query("SELECT count(*) AS n FROM trips", "duckdb").to_pylist() == [{"n": 2}]

@@ -169,8 +169,9 @@ def staged_problems(table: str, days: tuple[dt.date, ...], new_rows: dict[dt.dat
                     archive_rows: dict[dt.date, int], staged: dict[dt.date, int], has_key: bool) -> list[str]:
     """What is wrong with a staged batch against its plan (rows per day), as messages.
 
-    Each planned day must be staged; with a key, a day holds its new rows and at most its
-    archived rows (updates replace archived rows); without, exactly both."""
+    Each planned day must be staged; without a key, a day holds exactly its new and archived
+    rows; with a key, each new row replaces at most one archived row, so a day holds between
+    max(new, archived) and new + archived rows."""
     out = []
     extra = sorted(set(staged) - set(days))
     if extra:
@@ -179,8 +180,10 @@ def staged_problems(table: str, days: tuple[dt.date, ...], new_rows: dict[dt.dat
         n, a, s = new_rows.get(d, 0), archive_rows.get(d, 0), staged.get(d)
         if s is None:
             out.append(f"archive {table}: day {d} was planned ({n} new, {a} archived rows) but not staged")
-        elif (has_key and not n <= s <= n + a) or (not has_key and s != n + a):
-            want = f"{n}..{n + a}" if has_key else str(n + a)
+            continue
+        lo = max(n, a) if has_key else n + a
+        if s is not None and not lo <= s <= n + a:
+            want = f"{lo}..{n + a}" if lo != n + a else str(n + a)
             out.append(f"archive {table}: day {d} staged {s} rows, the plan expects {want} "
                        f"({n} new, {a} archived)")
     return out
