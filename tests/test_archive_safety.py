@@ -400,3 +400,61 @@ def test_runs_with_the_same_cutoff_stage_apart_and_the_late_one_commits_nothing(
     assert p.lh.query("SELECT count(*) AS n FROM trips", "duckdb").to_pylist() == [{"n": 30}]
     assert p.lh.tables()[0].archive_rows == 30
     assert all(c.ok for c in p.lh.verify("trips"))
+
+
+# -- 6. changing the archive settings leaves every day consistent ----------------------------------
+
+@pytest.mark.spark
+def test_changed_sort_columns_and_added_columns_are_never_read_wrong_and_get_reencoded(project, spark):
+    p = project.table(TRIPS_SMALL).create("trips")
+    d17, d18 = dt.date(2026, 11, 17), dt.date(2026, 11, 18)
+    load(p, "a.csv", [["a", 1, 1, 1.0, 1.0, "2026-11-17T01:00:00Z"], ["b", 2, 0, 1.0, 2.0, "2026-11-17T02:00:00Z"],
+                      ["c", 1, 0, 1.0, 3.0, "2026-11-18T03:00:00Z"], ["d", 2, 1, 1.0, 4.0, "2026-11-18T04:00:00Z"],
+                      ["e", 3, 0, 1.0, 5.0, "2026-11-18T05:00:00Z"]])
+    p.lh.archive("trips", now=ts("2026-11-20T00:00:00Z"))
+    rng, _ = p.lh.lookup("trips", d18, ["city_id=2"])
+    assert (rng.start, rng.end) == (1, 2)
+    # the sort columns change: status first
+    p.table(TRIPS_SMALL.replace("sort_columns: [city_id, status, fx_rate]", "sort_columns: [status, city_id]"))
+    p.migration("0002_sort.py", "def upgrade(ctx):\n    ctx.set_archive('trips', sort_columns=['status', 'city_id'])\n")
+    assert p.lh.migrate().drift == []
+    with pytest.raises(LakehouseError, match=r"trips: day 2026-11-18 of column status was archived under other "
+                                             r"settings \(sorted by \[city_id, status, fx_rate\], the table now "
+                                             r"sorts by \[status, city_id\]\); the next `lakehouse archive trips`"):
+        p.lh.lookup("trips", d18, ["status=0"])
+    with pytest.raises(LakehouseError, match="archived under other settings"):
+        p.lh.vectors("trips", d18, "fare_total")
+    checks = p.lh.verify("trips")
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    vec = next(c for c in checks if c.name == "vector files decode to their day")
+    assert vec.values["skipped_days"] == 2 and "skipped 2026-11-17 and 1 more day(s)" in vec.detail
+    # the next run re-sorts and re-encodes both days (no new rows in them)
+    r = p.lh.archive("trips", now=ts("2026-11-20T01:00:00Z"))
+    assert r.committed and r.plan.reencode_days == (d17, d18) and r.rows_archived == 0
+    assert r.as_dict()["reencoded_days"] == ["2026-11-17", "2026-11-18"]
+    rng, _ = p.lh.lookup("trips", d18, ["status=0"])
+    assert (rng.start, rng.end) == (0, 2)
+    rng, _ = p.lh.lookup("trips", d18, ["status=1", "city_id=2"])
+    assert (rng.start, rng.end) == (2, 3)
+    assert p.lh.vectors("trips", d18, "fare_total").table.column("value").to_pylist() == [3.0, 5.0, 4.0]
+    checks = p.lh.verify("trips")
+    assert all(c.ok and "skipped" not in c.detail for c in checks), [c for c in checks if not c.ok or c.detail]
+    # a column is added: old days have no vector file for it; verify does not crash
+    yaml = TRIPS_SMALL.replace("sort_columns: [city_id, status, fx_rate]", "sort_columns: [status, city_id]")
+    p.table(yaml.replace("  - {name: event_time", "  - {name: tip, type: double}\n  - {name: event_time"))
+    p.migration("0003_tip.py", "def upgrade(ctx):\n    ctx.add_columns('trips', [{'name': 'tip', 'type': 'double'}])\n")
+    assert p.lh.migrate().drift == []
+    with pytest.raises(LakehouseError, match=r"day 2026-11-18 has no vector file for column tip \(column tip had no "
+                                             r"vector files when the day was archived\)"):
+        p.lh.vectors("trips", d18, "tip")
+    rng, _ = p.lh.lookup("trips", d18, ["status=0"])  # the sort columns did not change: still right
+    assert (rng.start, rng.end) == (0, 2)
+    checks = p.lh.verify("trips")
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    f = p.csv("tip.csv", ["trip_id", "city_id", "status", "event_time", "tip"], [["f", 1, 0, "2026-11-18T06:00:00Z", "0.5"]])
+    p.lh.load("trips", [f])
+    r = p.lh.archive("trips", now=ts("2026-11-20T02:00:00Z"))
+    assert r.plan.days == (d17, d18) and r.plan.reencode_days == (d17,) and r.rows_archived == 1
+    assert p.lh.vectors("trips", d18, "tip").table.column("value").to_pylist() == [None, 0.5, None, None]
+    checks = p.lh.verify("trips")
+    assert all(c.ok and "skipped" not in c.detail for c in checks), [c for c in checks if not c.ok or c.detail]

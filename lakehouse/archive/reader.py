@@ -124,6 +124,10 @@ def _missing(definition: TableDefinition, paths: TablePaths, column: str, day: d
     if committed is None:
         raise LakehouseError(f"{definition.name}: nothing is archived yet (no committed cutoff)")
     others = [f for (c, d), f in selection.items() if d == day]
+    if not others:  # the day's other columns tell which run wrote it and under which settings
+        rest = [c for c in definition.column_names if c != column]
+        files, _ = vectors.list_files(paths.vectors, rest)
+        others = [f for (c, d), f in vectors.current(files, committed).items() if d == day]
     if not others:
         if committed_cutoff(paths) != committed:
             raise _Retry()
