@@ -27,13 +27,104 @@ archive: {delay: 1d, sort_columns: [city_id, status, fx_rate], vectors: all}
 """
 
 
+def generate_live(spark: Any, live_path: str, rows: int, start: dt.datetime, days: int, load: str = "bench",
+                  first_id: int = 0) -> None:
+    """``rows`` generated trips (``BENCH_TABLE``'s columns) spread over ``days`` UTC days from
+    ``start``, appended straight into a live Delta table (one load id)."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN
+
+    span = days * 86_400
+    i = F.col("id")
+    gen = spark.range(first_id, first_id + rows).select(
+        F.concat(F.lit("T"), i.cast("string")).alias("trip_id"),
+        (F.abs(F.hash(i)) % 40).cast("int").alias("city_id"),
+        (F.abs(F.hash(i, F.lit(1))) % 4).cast("int").alias("status"),
+        ((F.abs(F.hash(i, F.lit(2))) % 50) / 100.0 + 0.5).alias("fx_rate"),
+        (F.abs(F.hash(i, F.lit(3))) % 10_000 / 100.0).alias("fare_total"),
+        (F.abs(F.hash(i, F.lit(4))) % 3_000 / 100.0).alias("distance_km"),
+        F.element_at(F.array(*[F.lit(v) for v in ("economy", "comfort", "xl", "moto")]),
+                     (F.abs(F.hash(i, F.lit(5))) % 4 + 1).cast("int")).alias("vehicle_type"),
+        # every day gets rows: the first ``days`` ids one per day, the rest spread by a hash
+        F.timestamp_seconds(F.lit(int(start.timestamp())) + F.when(
+            i - first_id < days, (i - first_id) * 86_400 + F.abs(F.hash(i, F.lit(7))) % 86_400
+        ).otherwise(F.abs(F.hash(i, F.lit(6))) % span)).alias("event_time"),
+        F.lit(load).alias(LOAD_COLUMN),
+    ).withColumn(PARTITION_COLUMN, F.to_date("event_time"))
+    (gen.repartitionByRange(max(1, spark.sparkContext.defaultParallelism), PARTITION_COLUMN)
+     .write.format("delta").mode("append").save(live_path))
+
+
+def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None) -> dict[str, Any]:
+    """A backfill of years: ``rows`` trips over ``days`` UTC days (ending two days ago) straight
+    into live, archived by one run, against a plain sorted, partitioned Delta write of the same
+    rows in the same process; then a second run archives late rows into a few of those days."""
+    from lakehouse.archive.job import _order
+    from lakehouse.definitions import PARTITION_COLUMN
+    from lakehouse.project import Lakehouse
+    from lakehouse.settings import Settings
+    from lakehouse.warehouse import row_count
+
+    root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-backfill-"))
+    try:
+        (root / "tables").mkdir(parents=True, exist_ok=True)
+        (root / "migrations").mkdir(exist_ok=True)
+        (root / "tables" / "bench.yaml").write_text(BENCH_TABLE)
+        (root / "migrations" / "0001_bench.py").write_text("def upgrade(ctx):\n    ctx.create_table('bench')\n")
+        lh = Lakehouse(Settings.resolve(root, str(root / "warehouse"), master, env={}))
+        lh.migrate()
+        spark = lh.spark()
+        d = lh.definition("bench")
+        today = dt.datetime.now(dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        start = today - dt.timedelta(days=days + 2)
+        t0 = time.monotonic()
+        generate_live(spark, lh.paths("bench").live, rows, start, days)
+        generate_s = time.monotonic() - t0
+
+        live = spark.read.format("delta").load(lh.paths("bench").live)
+        t0 = time.monotonic()
+        (live.orderBy(*_order(d)).write.format("delta").partitionBy(PARTITION_COLUMN).save(str(root / "baseline")))
+        baseline_s = time.monotonic() - t0
+
+        now = today
+        t0 = time.monotonic()
+        result = lh.archive("bench", now=now)
+        archive_s = time.monotonic() - t0
+        assert result.rows_archived == rows and len(result.plan.days) == days, (result.rows_archived, rows)
+        assert row_count(lh.paths("bench").live) == 0
+        # late rows into three old days, archived by a second run (the table archives again)
+        late = 30
+        generate_live(spark, lh.paths("bench").live, late, start, 3, load="late", first_id=rows)
+        t0 = time.monotonic()
+        again = lh.archive("bench", now=now + dt.timedelta(minutes=1))
+        again_s = time.monotonic() - t0
+        assert again.rows_archived == late and row_count(lh.paths("bench").archive) == rows + late
+        return {
+            "rows": rows,
+            "days": days,
+            "master": master,
+            "generate_seconds": round(generate_s, 2),
+            "baseline_sorted_delta_write_seconds": round(baseline_s, 2),
+            "archive_seconds": round(archive_s, 2),
+            "ratio_archive_to_baseline": round(archive_s / baseline_s, 2) if baseline_s else None,
+            "archive_steps_seconds": {k: round(v, 2) for k, v in result.timings.items()},
+            "vector_files": result.vector_files,
+            "second_run_late_rows": late,
+            "second_run_seconds": round(again_s, 2),
+        }
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def bench_archive(master: str, rows: int, days: int, workdir: str | None = None) -> dict[str, Any]:
     """Generate ``rows`` trips over ``days`` UTC days straight into live, archive them all, and
     write the same rows with a plain sorted, partitioned Delta write; both timed."""
     from pyspark.sql import functions as F
 
     from lakehouse.archive.job import _order
-    from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN
+    from lakehouse.definitions import PARTITION_COLUMN
     from lakehouse.project import Lakehouse
     from lakehouse.settings import Settings
 
@@ -48,22 +139,8 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
         spark = lh.spark()
         d = lh.definition("bench")
         start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-        span = days * 86_400
-        i = F.col("id")
         t0 = time.monotonic()
-        gen = spark.range(rows).select(
-            F.concat(F.lit("T"), i.cast("string")).alias("trip_id"),
-            (F.abs(F.hash(i)) % 40).cast("int").alias("city_id"),
-            (F.abs(F.hash(i, F.lit(1))) % 4).cast("int").alias("status"),
-            ((F.abs(F.hash(i, F.lit(2))) % 50) / 100.0 + 0.5).alias("fx_rate"),
-            (F.abs(F.hash(i, F.lit(3))) % 10_000 / 100.0).alias("fare_total"),
-            (F.abs(F.hash(i, F.lit(4))) % 3_000 / 100.0).alias("distance_km"),
-            F.element_at(F.array(*[F.lit(v) for v in ("economy", "comfort", "xl", "moto")]),
-                         (F.abs(F.hash(i, F.lit(5))) % 4 + 1).cast("int")).alias("vehicle_type"),
-            F.timestamp_seconds(F.lit(int(start.timestamp())) + (F.abs(F.hash(i, F.lit(6))) % span)).alias("event_time"),
-            F.lit("bench").alias(LOAD_COLUMN),
-        ).withColumn(PARTITION_COLUMN, F.to_date("event_time"))
-        gen.write.format("delta").mode("append").save(lh.paths("bench").live)
+        generate_live(spark, lh.paths("bench").live, rows, start, days)
         generate_s = time.monotonic() - t0
 
         # the baseline: the same rows, sorted the same way, one plain partitioned Delta write

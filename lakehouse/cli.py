@@ -196,6 +196,10 @@ def tables(obj: Ctx, fmt: str | None) -> None:
     for s in states:
         cutoff = "-" if s.cutoff is None else f"{s.cutoff} ({output.format_timestamp(_cutoff_dt(s.cutoff))})"
         state = "ok" if s.created else "not created (run lakehouse migrate)"
+        if s.last_error:
+            e = s.last_error
+            state = (f"archive failing at {e.get('step')} ({e.get('failures', 1)}x since {e.get('since')}): "
+                     f"{e.get('error')}")
         click.echo(f"{s.name:<20} {s.live_rows:>10} {s.archive_rows:>12} {s.rejects:>8} {s.waiting_rows:>8}  {cutoff:<32} {state}")
 
 
@@ -418,13 +422,15 @@ def _parse_day(value: str) -> Any:
 @cli.command()
 @click.argument("table")
 @click.option("--now", default=None, help="The clock for this run (ISO 8601; replays and tests).")
+@click.option("--allow-future", is_flag=True,
+              help="Accept a --now more than a minute ahead of the clock (the cutoff cannot move back).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (cutoff, days, rows); change nothing.")
 @format_option()
 @click.pass_obj
 @handle_errors
-def archive(obj: Ctx, table: str, now: str | None, dry_run: bool, fmt: str | None) -> None:
+def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: bool, fmt: str | None) -> None:
     """One archiving run: live rows older than now - delay move into the archive."""
-    result = obj.lakehouse.archive(table, now=_parse_now(now), dry_run=dry_run)
+    result = obj.lakehouse.archive(table, now=_parse_now(now), dry_run=dry_run, allow_future=allow_future)
     plan = result.plan
     if dry_run:
         if obj.fmt(fmt) == "json":
@@ -452,9 +458,9 @@ def archive(obj: Ctx, table: str, now: str | None, dry_run: bool, fmt: str | Non
 
 
 def _cutoff_dt(cutoff: int) -> Any:
-    import datetime as dt
+    from lakehouse.archive.plan import cutoff_time
 
-    return dt.datetime.fromtimestamp(cutoff, dt.timezone.utc)
+    return cutoff_time(cutoff)
 
 
 @cli.command()
@@ -497,12 +503,14 @@ def vectors(obj: Ctx, table: str, day: str, column: str, limit: int | None, fmt:
 @handle_errors
 def lookup(obj: Ctx, table: str, day: str, where: tuple[str, ...], fmt: str | None) -> None:
     """The record range of an archive day matching equalities, by binary search on the vectors."""
-    r, touched = obj.lakehouse.lookup(table, _parse_day(day), list(where))
+    res = obj.lakehouse.lookup(table, _parse_day(day), list(where))
+    r = res.range
     doc = {"start": r.start, "end": r.end, "count": r.count}
     if obj.fmt(fmt) == "json":
         _emit_json(doc)
         return
-    click.echo(f"records [{r.start}, {r.end}): {r.count} matching ({touched} vector entries read)")
+    click.echo(f"records [{r.start}, {r.end}): {r.count} matching ({res.touched} vector entries read, "
+               f"cutoff {res.cutoff})")
 
 
 @cli.command()
@@ -544,6 +552,25 @@ def bench_archive_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
 
     master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
     doc = bench_archive(master, rows, days)
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    for k, v in doc.items():
+        click.echo(f"{k:<38} {v}")
+
+
+@bench.command("backfill")
+@click.option("--rows", type=int, default=200_000, show_default=True)
+@click.option("--days", type=int, default=2500, show_default=True)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_backfill_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
+    """A backfill of DAYS days archived in one run vs a plain sorted, partitioned Delta write."""
+    from lakehouse.bench import bench_backfill
+
+    master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
+    doc = bench_backfill(master, rows, days)
     if obj.fmt(fmt) == "json":
         _emit_json(doc)
         return

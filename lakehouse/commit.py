@@ -86,3 +86,186 @@ def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[N
     finally:
         spark.conf.unset("spark.databricks.delta.write.txnAppId")
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
+
+
+# -- the per-table lease ------------------------------------------------------------------------
+#
+# One archiving run per table at a time, also across hosts and where ``flock`` means nothing (a
+# shared or network filesystem): a lease recorded in the warehouse. A lease is a folder of
+# generation files ``<n>.json`` (holder id, host, pid, expiry); the current lease is the highest
+# generation. Taking a lease creates the next generation with O_CREAT|O_EXCL, which exactly one
+# process wins; a free (released or expired) lease is taken the same way, so a crashed holder
+# blocks others only until its expiry. The holder renews by rewriting its own generation file
+# while it runs, and checks before each irreversible step that no newer generation exists.
+
+import json as _json
+import os as _os
+import socket as _socket
+import threading as _threading
+import uuid as _uuid
+from dataclasses import dataclass as _dataclass
+
+from lakehouse.errors import LakehouseError as _LakehouseError
+
+LEASE_TTL_SECONDS = 120.0
+"""How long a lease lasts without renewal (a crashed holder blocks others this long at most)."""
+
+
+class LeaseHeld(_LakehouseError):
+    """Another process holds the lease (names the holder and its expiry)."""
+
+
+class LeaseLost(_LakehouseError):
+    """The lease expired and another process took it while this one was still running."""
+
+
+@_dataclass(frozen=True)
+class LeaseInfo:
+    generation: int
+    holder: str
+    host: str
+    pid: int
+    expires: float
+    """Epoch seconds; 0 when released."""
+    purpose: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {"generation": self.generation, "holder": self.holder, "host": self.host, "pid": self.pid,
+                "expires": self.expires, "purpose": self.purpose}
+
+    def free(self, now: float) -> bool:
+        return self.expires <= now
+
+
+def _lease_generations(folder: str) -> list[int]:
+    try:
+        names = _os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+
+
+def read_lease(folder: str) -> LeaseInfo | None:
+    """The current (highest generation) lease of a lease folder, or None."""
+    for gen in reversed(_lease_generations(folder)):
+        try:
+            with open(_os.path.join(folder, f"{gen}.json")) as f:
+                d = _json.load(f)
+        except FileNotFoundError:
+            continue
+        except ValueError:  # being written by O_EXCL create right now: treat as held
+            return LeaseInfo(gen, "?", "?", 0, time.time() + LEASE_TTL_SECONDS)
+        return LeaseInfo(gen, d["holder"], d["host"], int(d["pid"]), float(d["expires"]), d.get("purpose", ""))
+    return None
+
+
+class Lease:
+    """A lease on ``folder`` (a local path): ``with Lease(folder, what) as lease: ...``.
+
+    Raises ``LeaseHeld`` when another live holder has it. ``check()`` raises ``LeaseLost`` when
+    this holder's lease was taken over (call it before irreversible steps)."""
+
+    def __init__(self, folder: str, what: str, ttl: float = LEASE_TTL_SECONDS, purpose: str = "") -> None:
+        self.folder = folder
+        self.what = what
+        self.ttl = ttl
+        self.purpose = purpose
+        self.holder = _uuid.uuid4().hex
+        self.generation: int | None = None
+        self._stop = _threading.Event()
+        self._thread: _threading.Thread | None = None
+        self._lost: str | None = None
+        self._lock = _threading.Lock()
+
+    def _body(self, expires: float) -> bytes:
+        return _json.dumps({"holder": self.holder, "host": _socket.gethostname(), "pid": _os.getpid(),
+                            "expires": expires, "purpose": self.purpose}).encode()
+
+    def acquire(self) -> Lease:
+        _os.makedirs(self.folder, exist_ok=True)
+        for _ in range(20):
+            cur = read_lease(self.folder)
+            now = time.time()
+            if cur is not None and not cur.free(now):
+                raise LeaseHeld(
+                    f"{self.what}: held by {cur.host} pid {cur.pid} (holder {cur.holder[:8]}) until "
+                    f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(cur.expires))}; wait for it to finish "
+                    f"(a crashed holder's lease expires by itself; lease files in {self.folder})")
+            gen = 1 if cur is None else cur.generation + 1
+            path = _os.path.join(self.folder, f"{gen}.json")
+            try:
+                fd = _os.open(path, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY, 0o644)
+            except FileExistsError:
+                continue  # someone else took this generation first: look again
+            try:
+                _os.write(fd, self._body(now + self.ttl))
+                _os.fsync(fd)
+            finally:
+                _os.close(fd)
+            self.generation = gen
+            self._prune(gen)
+            self._thread = _threading.Thread(target=self._renew_loop, name="lease-renew", daemon=True)
+            self._thread.start()
+            return self
+        raise LeaseHeld(f"{self.what}: could not take the lease in {self.folder} (too much contention)")
+
+    def _prune(self, gen: int) -> None:
+        for g in _lease_generations(self.folder):
+            if g < gen - 1:
+                try:
+                    _os.remove(_os.path.join(self.folder, f"{g}.json"))
+                except FileNotFoundError:
+                    pass
+
+    def _write_own(self, expires: float) -> None:
+        """Rewrite this holder's generation file atomically (temp file, then rename)."""
+        assert self.generation is not None
+        tmp = _os.path.join(self.folder, f".{self.generation}.{self.holder}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(self._body(expires))
+            f.flush()
+            _os.fsync(f.fileno())
+        _os.replace(tmp, _os.path.join(self.folder, f"{self.generation}.json"))
+
+    def check(self) -> None:
+        """Raise ``LeaseLost`` unless this process still holds the lease, with time to spare."""
+        with self._lock:
+            if self._lost:
+                raise LeaseLost(self._lost)
+            cur = read_lease(self.folder)
+            if cur is None or cur.generation != self.generation or cur.holder != self.holder:
+                self._lost = (f"{self.what}: the lease was taken over by "
+                              f"{'nobody' if cur is None else f'{cur.host} pid {cur.pid}'} while this run "
+                              "was under way (it ran longer than the lease without renewing); nothing more "
+                              "is committed by this run; run again")
+                raise LeaseLost(self._lost)
+            if cur.expires - time.time() < self.ttl / 4:
+                self._write_own(time.time() + self.ttl)
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.ttl / 3):
+            try:
+                self.check()
+            except LeaseLost:
+                log.error("%s", self._lost)
+                return
+            except OSError as e:  # a transient filesystem error: try again at the next tick
+                log.warning("%s: could not renew the lease: %s", self.what, e)
+                continue
+            with self._lock:
+                self._write_own(time.time() + self.ttl)
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            cur = read_lease(self.folder)
+            if cur is not None and cur.generation == self.generation and cur.holder == self.holder:
+                self._write_own(0.0)  # released: free for the next taker at once
+
+    def __enter__(self) -> Lease:  # noqa: PYI034
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -37,12 +37,15 @@ class TableState:
     bound: int | None
     waiting_rows: int = 0
     """Live rows older than the cutoff: late arrivals invisible until the next archiving run."""
+    last_error: dict[str, Any] | None = None
+    """The last archiving run's failure (step, error, at, failures in a row, since), cleared by
+    the next run that succeeds; None when the last run succeeded."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "live_rows": self.live_rows, "archive_rows": self.archive_rows,
             "cutoff": self.cutoff, "bound": self.bound, "created": self.created, "rejects": self.rejects,
-            "waiting_rows": self.waiting_rows,
+            "waiting_rows": self.waiting_rows, "last_error": self.last_error,
         }
 
 
@@ -91,7 +94,7 @@ class Lakehouse:
     def tables(self) -> list[TableState]:
         """Every defined table and its state (from Delta logs; no Spark)."""
         out = []
-        from lakehouse.archive.state import read_snapshot
+        from lakehouse.archive.state import read_snapshot, read_status
 
         for name, d in sorted(self.definitions().items()):
             p = self.paths(name)
@@ -108,17 +111,20 @@ class Lakehouse:
                     cutoff=cutoff,
                     bound=None,
                     waiting_rows=_waiting_rows(p.live, d.event_time, cutoff) if created and cutoff is not None else 0,
+                    last_error=(read_status(p.root) or {}).get("last_error") if created else None,
                 )
             )
         return out
 
     # -- archiving ------------------------------------------------------------------------
 
-    def archive(self, table: str, now: Any = None, dry_run: bool = False) -> Any:
-        """One archiving run (or its plan, with ``dry_run``)."""
+    def archive(self, table: str, now: Any = None, dry_run: bool = False, allow_future: bool = False) -> Any:
+        """One archiving run (or its plan, with ``dry_run``). ``now`` more than a minute ahead of
+        the wall clock is refused unless ``allow_future`` (a committed cutoff cannot move back)."""
         from lakehouse.archive.job import run_archive
 
-        return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run)
+        return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run,
+                           allow_future=allow_future)
 
     def vectors(self, table: str, day: Any, column: str) -> Any:
         from lakehouse.archive.reader import read_day
@@ -201,9 +207,9 @@ class Lakehouse:
 
 def _waiting_rows(live_path: str, event_time: str, cutoff: int) -> int:
     """Live rows with event time < cutoff (read with delta-rs; partition-pruned)."""
-    import datetime as dt
+    from lakehouse.archive.plan import cutoff_time
 
-    day = dt.datetime.fromtimestamp(cutoff, dt.timezone.utc).date()
+    day = cutoff_time(cutoff).date()
     sql = (f'SELECT count(*) AS n FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{day.isoformat()}\' '
            f'AND "{event_time}" < to_timestamp_seconds({int(cutoff)})')
     return int(scan(live_path, sql).column("n")[0].as_py())

@@ -161,45 +161,96 @@ class Verifier:
             out.setdefault(row[f"partition.{PARTITION_COLUMN}"], []).append(path)
         return out, snap.cutoff
 
+    def _vector_state(self) -> tuple[dict[tuple[str, dt.date], Any], dict[dt.date, str]]:
+        """The current vector files (one run per day, for the snapshot's cutoff) and, per day
+        written under other settings than today's, why (those days are skipped, not failed: the
+        next archive run re-sorts and re-encodes them)."""
+        if hasattr(self, "_vstate"):
+            return self._vstate
+        from lakehouse.archive import vectors as vec
+        from lakehouse.archive.reader import current_encoding
+
+        files, cutoff = self._day_files()
+        listed, _ = list_files(self.source.paths.vectors)
+        current = vectors_current(listed, cutoff)
+        want = current_encoding(self.d)
+        by_day: dict[dt.date, Any] = {}
+        for (_, day), f in current.items():
+            by_day.setdefault(day, f)
+        stale: dict[dt.date, str] = {}
+        for day in files:
+            f = by_day.get(day)
+            if f is None:
+                if want.vector_columns:
+                    stale[day] = "no vector files"
+                continue
+            try:
+                enc = vec.encoding_of(vec.read_schema(f.path))
+            except Exception as e:  # noqa: BLE001 - reported by the vector check below
+                stale[day] = f"unreadable: {e}"
+                continue
+            if enc is None:
+                stale[day] = "written before encodings were recorded"
+            elif enc.key() != want.key():
+                stale[day] = (f"written under {enc.describe()}; the table now has {want.describe()}")
+        self._vstate = (current, stale)
+        return self._vstate
+
     def _sorted_checks(self) -> list[Check]:
         from lakehouse.query import duckdb as duck
 
         files, _ = self._day_files()
-        order = [c for c in self.d.sort_order if c in self.d.column_names]
-        cur = ", ".join(f'{duck._ident(c)} AS cur_{i}' for i, c in enumerate(order))
-        prev = ", ".join(
-            f'lag({duck._ident(c)}) OVER (ORDER BY file_row_number) AS prev_{i}' for i, c in enumerate(order))
-        cond = _nulls_first_violation(order, "cur", "prev")
+        _, stale = self._vector_state()
         con = duck.connect()
         bad_days, multi = [], []
         for day, paths in sorted(files.items()):
             if len(paths) > 1:
                 multi.append(day)
+            if day in stale and stale[day] != "no vector files":
+                continue  # sorted under the old settings until re-encoded
             for path in paths:
+                have = set(pq.read_schema(path).names)  # columns added later are null in old files
+                order = [c for c in self.d.sort_order if c in self.d.column_names and c in have]
+                cur = ", ".join(f'{duck._ident(c)} AS cur_{i}' for i, c in enumerate(order))
+                prev = ", ".join(
+                    f'lag({duck._ident(c)}) OVER (ORDER BY file_row_number) AS prev_{i}' for i, c in enumerate(order))
+                cond = _nulls_first_violation(order, "cur", "prev")
                 sql = (f"SELECT count(*) FROM (SELECT file_row_number, {cur}, {prev} FROM "
                        f"read_parquet('{duck._lit(path)}', file_row_number = true)) WHERE file_row_number > 0 AND ({cond})")
                 if con.execute(sql).fetchone()[0]:
                     bad_days.append(day)
                     break
+        order_all = [c for c in self.d.sort_order if c in self.d.column_names]
         checks = [Check(self.d.name, "archive days sorted", not bad_days,
-                        f"day {bad_days[0]} is not sorted by {', '.join(order)}" if bad_days else "",
+                        f"day {bad_days[0]} is not sorted by {', '.join(order_all)}" if bad_days else _skipped(stale),
                         {"days": len(files)})]
         checks.append(Check(self.d.name, "one batch per archive day", not multi,
                             f"day {multi[0]} is split over several files" if multi else "", {"days": len(files)}))
         return checks
 
     def _vector_checks(self) -> list[Check]:
+        from lakehouse.archive.reader import current_encoding
+
         d = self.d
         files, cutoff = self._day_files()
-        wanted = list(d.archive.sort_columns) if d.archive.vectors == "sort_columns" else d.column_names
+        wanted = list(current_encoding(d).vector_columns)
+        wanted = [c for c in d.column_names if c in wanted]
         if not wanted or cutoff is None:
             return [Check(d.name, "vector files decode to their day", True, "", {"files": 0})]
-        listed, _ = list_files(self.source.paths.vectors)
-        current = vectors_current(listed, cutoff)
+        current, stale = self._vector_state()
         problems: list[str] = []
         checked = 0
         for day, paths in sorted(files.items()):
-            rows = pa.concat_tables([pq.read_table(p, columns=wanted) for p in sorted(paths)])
+            if day in stale:
+                continue  # written under other settings: skipped (reason in the detail)
+            parts = []
+            for p in sorted(paths):
+                t = pq.read_table(p, columns=[c for c in wanted if c in pq.read_schema(p).names])
+                for c in wanted:  # a column added after the file was written is null in it
+                    if c not in t.column_names:
+                        t = t.append_column(c, pa.nulls(t.num_rows, d.column(c).type.arrow()))
+                parts.append(t.select(wanted))
+            rows = pa.concat_tables(parts)
             for col in wanted:
                 f = current.get((col, day))
                 if f is None:
@@ -227,9 +278,19 @@ class Verifier:
                         values[i].as_py() is None and expect[i].as_py() is None) and not _both_nan(values[i], expect[i])), None)
                     if i is not None:
                         problems.append(f"{f.path}: record {i} is {values[i].as_py()!r}, the archive day has {expect[i].as_py()!r}")
-        return [Check(d.name, "vector files decode to their day", not problems,
-                      problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else "",
-                      {"files": checked})]
+        detail = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else _skipped(stale)
+        return [Check(d.name, "vector files decode to their day", not problems, detail,
+                      {"files": checked, "skipped_days": len(stale)})]
+
+
+def _skipped(stale: dict[dt.date, str]) -> str:
+    """The detail of a check that skipped days archived under other settings."""
+    if not stale:
+        return ""
+    day = min(stale)
+    more = f" and {len(stale) - 1} more day(s)" if len(stale) > 1 else ""
+    return (f"skipped {day}{more}: {stale[day]}; the next lakehouse archive run re-sorts and re-encodes "
+            "them")
 
 
 def _both_nan(a: pa.Scalar, b: pa.Scalar) -> bool:

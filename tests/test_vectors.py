@@ -14,19 +14,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse.archive import rle
-from lakehouse.archive.plan import ArchivePlan, cutoff_time, day_of, new_cutoff
+from lakehouse.archive.plan import (
+    MAX_CUTOFF,
+    MIN_CUTOFF,
+    ArchivePlan,
+    cutoff_time,
+    day_of,
+    new_cutoff,
+)
 from lakehouse.archive.vectors import (
     AtomicIpcWriter,
     VectorFile,
     current,
     delete,
     garbage,
+    day_runs,
     list_files,
     parse_name,
     read,
     vector_name,
 )
 from lakehouse.durations import Duration
+from lakehouse.errors import LakehouseError
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -44,6 +53,16 @@ def test_parse_name_reads_day_and_cutoff():
     assert parse_name("20261120-1795169700") == (DAY, 1795169700)
     assert parse_name("20260102-0") == (dt.date(2026, 1, 2), 0)
     assert parse_name("20240229-7") == (dt.date(2024, 2, 29), 7)
+    assert parse_name("19691231--3600") == (dt.date(1969, 12, 31), -3600)
+    assert parse_name("00010101--62135596800") == (dt.date(1, 1, 1), -62135596800)
+    assert parse_name("09991231-5") == (dt.date(999, 12, 31), 5)
+
+
+def test_vector_names_are_eight_digits_for_every_year():
+    assert vector_name(dt.date(999, 12, 31), 5) == "09991231-5"
+    assert vector_name(dt.date(1, 1, 1), -62135596800) == "00010101--62135596800"
+    assert vector_name(dt.date(9999, 12, 31), 253402300799) == "99991231-253402300799"
+    assert vector_name(dt.date(1969, 12, 31), -1) == "19691231--1"
 
 
 @pytest.mark.parametrize(
@@ -59,7 +78,12 @@ def test_parse_name_reads_day_and_cutoff():
         "20261131-5",  # 31 November
         "20230229-5",  # not a leap year
         "20261120-12a",
-        "20261120--5",
+        "20261120---5",
+        "20261120--0",
+        "20261120-05",  # one name per cutoff: no leading zeros
+        "20261120--05",
+        "00000101-5",  # year 0
+        "9991231-5",  # 7 digits
         "20261120-+5",
         "20261120-5.arrow",
         "20261120_5",
@@ -82,10 +106,29 @@ def test_parse_name_rejects_newline_and_non_ascii_digits(name):
     assert parse_name(name) is None
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.dates(min_value=dt.date(1000, 1, 1)), st.integers(0, 2**40))
+@settings(max_examples=500, deadline=None)
+@given(st.dates(), st.integers(MIN_CUTOFF, MAX_CUTOFF))
 def test_names_round_trip(day, cutoff):
+    """Every date 0001-01-01..9999-12-31 and every cutoff of those years (negative before
+    1970): eight-digit days, and the name sorts the cutoff back exactly."""
+    name = vector_name(day, cutoff)
+    assert len(name.split("-", 1)[0]) == 8
+    assert parse_name(name) == (day, cutoff)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)))
+def test_cutoffs_before_1970_round_trip_through_names_and_times(now):
+    cutoff = new_cutoff(now, Duration.parse("24h"))
+    assert (cutoff < 0) == (now < dt.datetime(1970, 1, 2))
+    assert cutoff_time(cutoff) <= now.replace(tzinfo=UTC) - dt.timedelta(days=1) < cutoff_time(cutoff + 1)
+    day = day_of(cutoff_time(cutoff))
     assert parse_name(vector_name(day, cutoff)) == (day, cutoff)
+
+
+def test_a_cutoff_before_year_one_is_refused():
+    with pytest.raises(LakehouseError, match="before 0001-01-01"):
+        new_cutoff(dt.datetime(1, 1, 1, 12, tzinfo=UTC), Duration.parse("24h"))
 
 
 @settings(max_examples=300, deadline=None)
@@ -96,8 +139,9 @@ def test_parsed_ascii_names_are_canonical_or_zero_padded(name):
     parsed = parse_name(name)
     if parsed is not None:
         day, cutoff = parsed
-        d, c = name.split("-")
-        assert d == f"{day:%Y%m%d}" and int(c) == cutoff and c.isdigit()
+        d, c = name.split("-", 1)
+        assert d == f"{day.year:04d}{day.month:02d}{day.day:02d}" and int(c) == cutoff
+        assert c == str(cutoff)  # canonical: no leading zeros, one name per cutoff
 
 
 # -- current and garbage -------------------------------------------------------------------------
@@ -139,6 +183,15 @@ def test_current_is_per_column_and_day():
         vf("city_id", D2, 100),
         vf("status", D2, 300),
     ]
+
+
+def test_a_day_never_mixes_runs():
+    """A column whose file of the day's latest run is missing (being cleaned, or not written by
+    that run) gets no file rather than one of an older run."""
+    files = [vf("city_id", D1, 100), vf("city_id", D1, 200), vf("status", D1, 100)]
+    assert current(files, 200) == {("city_id", D1): vf("city_id", D1, 200)}
+    assert set(garbage(files, 200)) == {vf("city_id", D1, 100), vf("status", D1, 100)}
+    assert day_runs(files, 200) == {D1: 200} and day_runs(files, 150) == {D1: 100}
 
 
 def test_current_does_not_depend_on_listing_order():
@@ -183,9 +236,12 @@ def test_current_and_garbage_partition_the_files(specs, committed):
     for (column, day), f in cur.items():
         assert (f.column, f.day) == (column, day)
         assert committed is not None and f.cutoff <= committed
-        assert f.cutoff == max(k for c, d, k in specs if (c, d) == (column, day) and k <= committed)
+        # one run per day: every column of the day comes from the day's latest committed run
+        assert f.cutoff == max(k for c, d, k in specs if d == day and k <= committed)
     for f in junk:
-        assert committed is None or f.cutoff > committed or cur[(f.column, f.day)].cutoff > f.cutoff
+        run = max((k for c, d, k in specs if d == f.day and committed is not None and k <= committed),
+                  default=None)
+        assert committed is None or f.cutoff > committed or run > f.cutoff
 
 
 # -- atomic writes, listing, reading -------------------------------------------------------------

@@ -32,6 +32,14 @@ class DayTask:
     sort_columns: tuple[tuple[str, pa.DataType], ...]
     plain_columns: tuple[tuple[str, pa.DataType], ...]
     driver_pid: int | None = None
+    encoding: str | None = None
+    """The settings the files are written under (``vectors.Encoding.key()``), kept in each
+    file's schema metadata."""
+
+
+def encode_days(tasks: list[DayTask]) -> list[tuple[str, int, int]]:
+    """Encode many days in one Spark task, one after the other (tasks do not grow one per day)."""
+    return [encode_day(t) for t in tasks]
 
 
 def encode_day(task: DayTask) -> tuple[str, int, int]:
@@ -40,13 +48,14 @@ def encode_day(task: DayTask) -> tuple[str, int, int]:
     plain_names = [n for n, _ in task.plain_columns]
     encoder = RunEncoder([t for _, t in task.sort_columns])
     writers: dict[str, vectors.AtomicIpcWriter] = {}
+    enc = vectors.Encoding.parse(task.encoding)
     try:
         for name, t in task.sort_columns:
             writers[name] = vectors.AtomicIpcWriter(task.vectors_root, name, task.day, task.cutoff,
-                                                    run_schema(t))
+                                                    run_schema(t), enc)
         for name, t in task.plain_columns:
             writers[name] = vectors.AtomicIpcWriter(task.vectors_root, name, task.day, task.cutoff,
-                                                    pa.schema([pa.field("value", t)]))
+                                                    pa.schema([pa.field("value", t)]), enc)
         rows = 0
         wanted = [*sort_names, *plain_names]
         types = dict([*task.sort_columns, *task.plain_columns])

@@ -2,20 +2,28 @@
 
 Steps (crash points in brackets; a SIGKILL anywhere leaves every query exact):
 
-0. Recover: purge live rows the last committed run archived but did not delete yet; remove
-   vector files no reader uses (uncommitted or superseded) and leftover staging.
-1. Plan: C' = now - delay; the live snapshot V; the UTC days of V's rows with event time < C'.
-   [after_plan]
+0. Lease and recover: take the table's lease (a file in the warehouse: one run at a time, also
+   across hosts); purge live rows the last committed run archived but did not delete yet; remove
+   vector files no reader uses (uncommitted or superseded) and other runs' leftover staging.
+1. Plan: C' = now - delay; the live snapshot V; the UTC days of V's rows with event time < C',
+   rows per day; archived days whose vector files were written under other settings (they are
+   re-sorted and re-encoded too). [after_plan]
 2. Stage: merge those rows with the days' archive batches (with a key, the live version of a key
    replaces the archived one), sort each day by the total order (sort columns, event time, key,
-   other columns), write to ``_staging/archive-<C'>`` partitioned by day. [after_staging]
-3. Vectors: per day, stream the staged rows into vector files ``<day>-<C'>`` (executors).
-   [during_vectors, after_vectors]
-4. Commit: one Delta write replaces the days in the archive and records C' (SetTransaction).
-   [during_commit, after_commit]
-5. Purge: delete from live the archived rows: event time < C' and written by a load that the
-   archive day holds (rows loaded after V carry other load ids, so they stay). [after_purge]
+   other columns), write to ``_staging/archive-<C'>-<run id>`` (this run's own folder),
+   range-partitioned by day into a few partitions (not one per day). [after_staging]
+3. Vectors: tasks of many days each stream the staged rows into vector files ``<day>-<C'>``
+   (executors); they count the rows per day, checked against the plan. [during_vectors,
+   after_vectors]
+4. Commit: one Delta write replaces the days in the archive (a day range and IN lists of days)
+   and records C' (SetTransaction); then the committed rows per day are checked against the
+   staged ones. [during_commit, after_commit]
+5. Purge: one MERGE deletes from live the archived rows: event time < C' and a (day, load) pair
+   the archive holds (rows loaded after V carry other load ids, so they stay). [after_purge]
 6. Clean: superseded vector files and staging.
+
+A failing step is recorded in ``_state/archive-status.json`` (``lakehouse tables`` shows it); a
+step after the commit is retried by the next run's recovery.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import json
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,12 +44,21 @@ import pyarrow as pa
 
 from lakehouse import crashpoints
 from lakehouse.archive import vectors
-from lakehouse.archive.encode import DayTask, encode_day
-from lakehouse.archive.plan import ArchivePlan, cutoff_time, new_cutoff
-from lakehouse.archive.state import CUTOFF_APP_ID, spark_snapshot
+from lakehouse.archive.encode import DayTask, encode_days
+from lakehouse.archive.plan import (
+    ArchivePlan,
+    cutoff_time,
+    date_literal,
+    days_sql,
+    group_days,
+    new_cutoff,
+    partition_count,
+    staged_problems,
+)
+from lakehouse.archive.state import CUTOFF_APP_ID, read_status, spark_snapshot, write_status
+from lakehouse.commit import Lease, with_retries
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, LakehouseError
-from lakehouse.commit import with_retries
 from lakehouse.live import check_loadable
 from lakehouse.settings import is_local
 from lakehouse.warehouse import TablePaths, join, remove_tree
@@ -48,6 +67,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+RUNS_FOLDER = "_runs"
+"""``vectors/_runs/<cutoff>.json``: the encoding each run wrote its days under (a sidecar)."""
 
 
 @dataclass
@@ -64,6 +85,7 @@ class ArchiveResult:
     removed_vector_files: int = 0
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+    run_id: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,29 +96,53 @@ class ArchiveResult:
             "committed": self.committed,
             "rows_purged": self.rows_purged,
             "recovered_rows": self.recovered_rows,
+            "reencoded_days": [d.isoformat() for d in self.plan.reencode_days] if self.committed else [],
             "vector_files": self.vector_files,
             "removed_vector_files": self.removed_vector_files,
             "seconds": round(self.seconds, 3),
         }
 
 
+def _flock_enabled() -> bool:
+    return os.environ.get("LAKEHOUSE_ARCHIVE_FLOCK", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _local_path(uri: str) -> str | None:
+    if is_local(uri):
+        return uri
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    return None
+
+
 @contextlib.contextmanager
-def run_lock(paths: TablePaths) -> Iterator[None]:
-    """One archiving run per table at a time (an OS lock: released even on SIGKILL)."""
-    if not is_local(paths.root):
-        yield  # object stores: the scheduler runs one job per table; Delta's txn check backs it up
+def run_lock(paths: TablePaths) -> Iterator[Lease | None]:
+    """One archiving run per table at a time: an OS lock on this host (released even on SIGKILL;
+    ``LAKEHOUSE_ARCHIVE_FLOCK=0`` turns it off) and the table's lease in the warehouse (across
+    hosts and where flock means nothing), renewed while the run lasts."""
+    local = _local_path(paths.root)
+    if local is None:
+        log.warning("archive %s: the warehouse is not a local path; no lease (run one archiving job per table)",
+                    paths.name)
+        yield None  # object stores: the scheduler runs one job per table; Delta's txn check backs it up
         return
-    state = os.path.join(paths.root, "_state")
+    state = os.path.join(local, "_state")
     os.makedirs(state, exist_ok=True)
-    with open(os.path.join(state, "archive.lock"), "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LakehouseError(f"archive {paths.name}: another archiving run holds {state}/archive.lock") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with contextlib.ExitStack() as stack:
+        if _flock_enabled():
+            f = stack.enter_context(open(os.path.join(state, "archive.lock"), "a+"))
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LakehouseError(
+                    f"archive {paths.name}: another archiving run holds {state}/archive.lock; wait for it"
+                ) from None
+            stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
+        ttl = float(os.environ.get("LAKEHOUSE_ARCHIVE_LEASE_SECONDS", "120"))
+        lease = Lease(os.path.join(state, "archive.lease"), f"archive {paths.name}: the archive lease", ttl=ttl,
+                      purpose="archive")
+        stack.enter_context(lease)
+        yield lease
 
 
 def _order(definition: TableDefinition) -> list["Column"]:
@@ -116,32 +162,111 @@ def _ts(cutoff: int) -> "Column":
 
 
 def _days_sql(days: list[dt.date] | tuple[dt.date, ...]) -> str:
-    return f"{PARTITION_COLUMN} IN ({', '.join(repr(d.isoformat()) for d in days)})"
+    return days_sql(PARTITION_COLUMN, days)
+
+
+def encoding(definition: TableDefinition) -> vectors.Encoding:
+    from lakehouse.archive.reader import current_encoding
+
+    return current_encoding(definition)
 
 
 class ArchiveJob:
     """An archiving run of one table; ``plan()`` first, then ``execute(plan)``."""
 
-    def __init__(self, spark: "SparkSession", warehouse: str, definition: TableDefinition) -> None:
+    def __init__(self, spark: "SparkSession", warehouse: str, definition: TableDefinition,
+                 run_id: str | None = None, lease: Lease | None = None) -> None:
         self.spark = spark
         self.definition = definition
         self.paths = TablePaths(warehouse, definition.name)
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.lease = lease
+        self.step = "start"
+
+    @property
+    def parallelism(self) -> int:
+        return max(1, int(self.spark.sparkContext.defaultParallelism))
+
+    def staging_for(self, cutoff: int) -> str:
+        """This run's own staging folder (another run never shares it)."""
+        return join(self.paths.staging, f"archive-{cutoff}-{self.run_id}")
 
     # -- reading ----------------------------------------------------------------------------
 
     def _read(self, path: str, version: int) -> "DataFrame":
         return self.spark.read.format("delta").option("versionAsOf", version).load(path)
 
+    def _archive_day_rows(self, version: int | None) -> dict[dt.date, int]:
+        """Rows per archive day at a version, from the Delta log (no data read)."""
+        if version is None:
+            return {}
+        from deltalake import DeltaTable
+
+        actions = pa.table(DeltaTable(self.paths.archive, version=version).get_add_actions(flatten=True))
+        out: dict[dt.date, int] = {}
+        if actions.num_rows == 0:
+            return out
+        for day, n in zip(actions.column(f"partition.{PARTITION_COLUMN}").to_pylist(),
+                          actions.column("num_records").to_pylist()):
+            out[day] = out.get(day, 0) + int(n or 0)
+        return out
+
+    def stale_days(self, committed: int | None, archived: set[dt.date] | None = None) -> list[dt.date]:
+        """Archived days whose vector files were written under other settings than today's
+        (sort columns or the vector set), or are missing: they need re-sorting and re-encoding."""
+        if committed is None:
+            return []
+        want = encoding(self.definition)
+        files, _ = vectors.list_files(self.paths.vectors)
+        runs = vectors.day_runs(files, committed)
+        by_run = self._run_encodings(set(runs.values()))
+        stale = [d for d, c in runs.items() if by_run.get(c) != want.key()]
+        if archived is not None and want.vector_columns:
+            stale += [d for d in archived if d not in runs]  # archived without any vector file
+        return sorted(set(stale))
+
+    def _run_encodings(self, cutoffs: set[int]) -> dict[int, str | None]:
+        """Per run cutoff, the encoding its sidecar records (None: unknown, i.e. stale)."""
+        fs, root = vectors.filesystem(join(self.paths.vectors, RUNS_FOLDER))
+        out: dict[int, str | None] = {}
+        for c in cutoffs:
+            try:
+                with fs.open_input_stream(join(root, f"{c}.json")) as f:
+                    out[c] = vectors.Encoding.parse(json.loads(f.read())["encoding"]).key()  # type: ignore[union-attr]
+            except (FileNotFoundError, ValueError, KeyError, AttributeError):
+                out[c] = None
+            except OSError:
+                out[c] = None
+        return out
+
+    def _write_run_sidecar(self, plan: ArchivePlan) -> None:
+        fs, root = vectors.filesystem(join(self.paths.vectors, RUNS_FOLDER))
+        fs.create_dir(root, recursive=True)
+        doc = {"cutoff": plan.cutoff, "run_id": self.run_id, "encoding": encoding(self.definition).key(),
+               "days": len(plan.days)}
+        tmp = join(root, f".{plan.cutoff}.json.{self.run_id}.tmp")
+        with fs.open_output_stream(tmp) as f:
+            f.write(json.dumps(doc).encode())
+        fs.move(tmp, join(root, f"{plan.cutoff}.json"))
+
     # -- plan -------------------------------------------------------------------------------
 
     def plan(self, now: dt.datetime) -> ArchivePlan:
         from pyspark.sql import functions as F
 
+        self.step = "plan"
         d = self.definition
         check_loadable(d, self.paths)
         archive = spark_snapshot(self.spark, self.paths.archive)
         live = spark_snapshot(self.spark, self.paths.live)
         cutoff = new_cutoff(now, d.archive.delay)
+        if cutoff < 0:
+            raise LakehouseError(
+                f"archive {d.name}: the cutoff {cutoff} ({cutoff_time(cutoff).isoformat()}) is before "
+                "1970-01-01; Delta records the cutoff as a SetTransaction version, which cannot be "
+                "negative; pass a --now after 1970-01-01 plus the delay (rows of any earlier day are "
+                "archived by such a run)"
+            )
         previous = archive.cutoff
         base = ArchivePlan(d.name, now, previous, cutoff, live.version, archive.version)
         if not base.advances:
@@ -156,52 +281,76 @@ class ArchiveJob:
             .agg(F.count(F.lit(1)).alias("n"), F.sum(F.when(late, 1).otherwise(0)).alias("late"))
             .collect()
         )
-        days = tuple(sorted(r[PARTITION_COLUMN] for r in rows))
-        in_days = 0
-        if days:
-            in_days = self._read(self.paths.archive, archive.version).where(_days_sql(days)).count()
+        new_rows = {r[PARTITION_COLUMN]: int(r["n"]) for r in rows}
+        archived = self._archive_day_rows(archive.version)
+        stale = [day for day in self.stale_days(previous, {k for k, v in archived.items() if v})
+                 if day not in new_rows and archived.get(day)]
+        days = tuple(sorted({*new_rows, *stale}))
+        archive_rows = {day: archived[day] for day in days if archived.get(day)}
         return ArchivePlan(
             d.name, now, previous, cutoff, live.version, archive.version, days,
-            rows=sum(int(r["n"]) for r in rows), late_rows=sum(int(r["late"] or 0) for r in rows),
-            archive_rows_in_days=in_days,
+            rows=sum(new_rows.values()), late_rows=sum(int(r["late"] or 0) for r in rows),
+            archive_rows_in_days=sum(archive_rows.values()), new_rows=new_rows, archive_rows=archive_rows,
+            reencode_days=tuple(stale),
         )
 
     # -- execute ----------------------------------------------------------------------------
 
-    def execute(self, plan: ArchivePlan) -> ArchiveResult:
+    def _check_lease(self) -> None:
+        if self.lease is not None:
+            self.lease.check()
+
+    def execute(self, plan: ArchivePlan, through: str | None = None) -> ArchiveResult:
+        """Run the plan; ``through="commit"`` stops right after the commit (tests of readers)."""
         started = time.monotonic()
-        result = ArchiveResult(plan)
+        result = ArchiveResult(plan, run_id=self.run_id)
         if not plan.advances:
             result.seconds = time.monotonic() - started
             return result
         crashpoints.reached("after_plan")
-        staging = join(self.paths.staging, f"archive-{plan.cutoff}")
-        remove_tree(staging)
-        if plan.days:
-            t = time.monotonic()
-            self._stage(plan, staging)
-            result.timings["stage"] = time.monotonic() - t
-            crashpoints.reached("after_staging")
-            t = time.monotonic()
-            result.vector_files = self._write_vectors(plan, staging)
-            result.timings["vectors"] = time.monotonic() - t
-            crashpoints.reached("after_vectors")
-        t = time.monotonic()
+        staging = self.staging_for(plan.cutoff)
+        staged: dict[dt.date, int] = {}
         try:
+            if plan.days:
+                self.step = "stage"
+                t = time.monotonic()
+                self._stage(plan, staging)
+                result.timings["stage"] = time.monotonic() - t
+                crashpoints.reached("after_staging")
+                self.step = "vectors"
+                t = time.monotonic()
+                result.vector_files, staged = self._write_vectors(plan, staging)
+                result.timings["vectors"] = time.monotonic() - t
+                crashpoints.reached("after_vectors")
+                problems = staged_problems(self.definition.name, plan.days, plan.new_rows, plan.archive_rows,
+                                           staged, self.definition.has_key)
+                if problems:
+                    raise LakehouseError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                                         + "; nothing was committed; run again")
+            self.step = "commit"
+            t = time.monotonic()
+            self._write_run_sidecar(plan)
             self._commit(plan, staging)
         except BaseException:
-            self._discard_uncommitted(plan.cutoff)
+            self._discard_uncommitted(plan.cutoff, staging)
             raise
         result.timings["commit"] = time.monotonic() - t
         result.committed = True
         result.rows_archived = plan.rows
         crashpoints.reached("after_commit")
+        self.step = "check"
+        self._check_committed(plan, staged)
+        if through == "commit":
+            return result
+        self.step = "purge"
         t = time.monotonic()
         result.rows_purged = self.purge(plan.cutoff)
         result.timings["purge"] = time.monotonic() - t
         crashpoints.reached("after_purge")
+        self.step = "clean"
+        t = time.monotonic()
         result.removed_vector_files = self.clean(plan.cutoff)
-        remove_tree(staging)
+        result.timings["clean"] = time.monotonic() - t
         result.seconds = time.monotonic() - started
         return result
 
@@ -211,9 +360,10 @@ class ArchiveJob:
         d = self.definition
         cols = _archive_columns(d)
         assert plan.live_version is not None and plan.archive_version is not None
+        new_days = sorted(plan.new_rows)
         new = (
             self._read(self.paths.live, plan.live_version)
-            .where(_days_sql(plan.days))
+            .where(_days_sql(new_days))
             .where(F.col(d.event_time) < _ts(plan.cutoff))
             .select(*cols)
         )
@@ -223,14 +373,18 @@ class ArchiveJob:
             old = old.join(new.select(*keys), on=keys, how="left_anti").select(*cols)
         return old.unionByName(new)
 
+    def _partitions(self, plan: ArchivePlan) -> int:
+        rows = plan.rows + plan.archive_rows_in_days
+        return partition_count(rows, len(plan.days), self.parallelism)
+
     def _stage(self, plan: ArchivePlan, staging: str) -> None:
         from pyspark.sql import functions as F
 
         (
             self._merged(plan)
-            .repartition(max(1, len(plan.days)), F.col(PARTITION_COLUMN))
+            .repartitionByRange(self._partitions(plan), F.col(PARTITION_COLUMN))
             .sortWithinPartitions(*_order(self.definition))
-            .write.mode("overwrite")
+            .write.mode("errorifexists")
             .partitionBy(PARTITION_COLUMN)
             .parquet(staging)
         )
@@ -250,24 +404,37 @@ class ArchiveJob:
             out.setdefault(day, []).append(vectors.to_uri(staging, root, info.path))
         return {k: sorted(v) for k, v in out.items()}
 
-    def _write_vectors(self, plan: ArchivePlan, staging: str) -> int:
+    def _write_vectors(self, plan: ArchivePlan, staging: str) -> tuple[int, dict[dt.date, int]]:
+        """Encode the staged days into vector files; (files written, staged rows per day)."""
         d = self.definition
         sort_cols = tuple((c, d.column(c).type.arrow()) for c in d.archive.sort_columns)
         plain: tuple[tuple[str, pa.DataType], ...] = ()
         if d.archive.vectors == "all":
             plain = tuple((c.name, c.type.arrow()) for c in d.columns if c.name not in d.archive.sort_columns)
-        if not sort_cols and not plain:
-            return 0
         files = self._staged_files(staging)
+        if not sort_cols and not plain:
+            import pyarrow.parquet as pq
+
+            counts: dict[dt.date, int] = {}
+            for day, paths in files.items():
+                for path in paths:
+                    fs, p = vectors.filesystem(path)
+                    with fs.open_input_file(p) as f:
+                        counts[day] = counts.get(day, 0) + pq.ParquetFile(f).metadata.num_rows
+            return 0, counts
         missing = [day for day in plan.days if day not in files]
         if missing:
-            raise LakehouseError(f"archive {d.name}: staged batch missing for {missing[0]} in {staging}")
+            raise LakehouseError(f"archive {d.name}: staged batch missing for {missing[0]} in {staging}; "
+                                 "nothing was committed; run again")
         pid = os.getpid() if crashpoints.armed() else None
-        tasks = [DayTask(day, tuple(files[day]), self.paths.vectors, plan.cutoff, sort_cols, plain, pid)
-                 for day in plan.days]
+        enc = encoding(d).key()
+        tasks = {day: DayTask(day, tuple(files[day]), self.paths.vectors, plan.cutoff, sort_cols, plain, pid, enc)
+                 for day in files}
+        weights = {day: plan.new_rows.get(day, 0) + plan.archive_rows.get(day, 0) for day in files}
+        groups = [[tasks[day] for day in g] for g in group_days(weights, self.parallelism)]
         sc = self.spark.sparkContext
-        done = sc.parallelize(tasks, len(tasks)).map(encode_day).collect()
-        return sum(n for _, _, n in done)
+        done = sc.parallelize(groups, len(groups)).flatMap(encode_days).collect()
+        return sum(n for _, _, n in done), {dt.date.fromisoformat(day): rows for day, rows, _ in done}
 
     def _commit(self, plan: ArchivePlan, staging: str) -> None:
         from pyspark.sql import functions as F
@@ -279,12 +446,13 @@ class ArchiveJob:
             df = (
                 self.spark.read.schema(schema).option("basePath", staging).parquet(staging)
                 .select(*_archive_columns(d))
-                .repartition(max(1, len(plan.days)), F.col(PARTITION_COLUMN))
+                .repartitionByRange(self._partitions(plan), F.col(PARTITION_COLUMN))
                 .sortWithinPartitions(*_order(d))
             )
             writer = df.write.format("delta").mode("overwrite").option("replaceWhere", _days_sql(plan.days))
         else:
             writer = self.spark.createDataFrame([], schema).write.format("delta").mode("append")
+        self._check_lease()
         current = spark_snapshot(self.spark, self.paths.archive)
         if current.version != plan.archive_version:
             raise CommitConflict(
@@ -301,11 +469,27 @@ class ArchiveJob:
                 "another archiving run committed first; run again"
             )
 
+    def _check_committed(self, plan: ArchivePlan, staged: dict[dt.date, int]) -> None:
+        """The committed rows per day are the staged ones (from the Delta log; no data read)."""
+        if not plan.days:
+            return
+        version = spark_snapshot(self.spark, self.paths.archive).version
+        committed = self._archive_day_rows(version)
+        bad = [day for day in plan.days if committed.get(day, 0) != staged.get(day, 0)]
+        if bad:
+            day = bad[0]
+            raise LakehouseError(
+                f"archive {self.definition.name}: day {day} holds {committed.get(day, 0)} rows after the commit of "
+                f"cutoff {plan.cutoff}, {staged.get(day, 0)} were staged; live rows are not purged; "
+                "check the archive with lakehouse verify"
+            )
+
     # -- purge and clean (also the recovery of a crashed run) --------------------------------
 
     def purge(self, cutoff: int | None = None) -> int:
-        """Delete from live the rows the archive holds: event time < cutoff and a load id that
-        the archive's batch of that day contains. Idempotent; returns rows deleted."""
+        """Delete from live the rows the archive holds: event time < cutoff and a (day, load)
+        pair the archive's batch of that day contains. One MERGE against the small frame of
+        pairs, however many days. Idempotent; returns rows deleted."""
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
@@ -315,79 +499,171 @@ class ArchiveJob:
             if cutoff is None:
                 return 0
         live = self.spark.read.format("delta").load(self.paths.live)
-        below = live.where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date())).where(F.col(d.event_time) < _ts(cutoff))
-        days = [r[PARTITION_COLUMN] for r in below.select(PARTITION_COLUMN).distinct().collect()]
+        below = live.where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date())).where(
+            F.col(d.event_time) < _ts(cutoff))
+        days = sorted(r[PARTITION_COLUMN] for r in below.select(PARTITION_COLUMN).distinct().collect())
         if not days:
             return 0
-        # (load, day) pairs the archive holds for those days: small (loads per day), so the delete
-        # is a plain DELETE with a literal predicate, which Delta prunes to those partitions.
         pairs = (
             self.spark.read.format("delta").load(self.paths.archive)
-            .where(F.col(PARTITION_COLUMN).isin(days)).select(PARTITION_COLUMN, LOAD_COLUMN).distinct().collect()
+            .where(_days_sql(days)).select(PARTITION_COLUMN, LOAD_COLUMN).distinct()
         )
-        by_day: dict[dt.date, list[str]] = {}
-        for r in pairs:
-            by_day.setdefault(r[PARTITION_COLUMN], []).append(r[LOAD_COLUMN])
-        if not by_day:
+        pair_rows = pairs.collect()  # small: loads per day
+        if not pair_rows:
             return 0
-        cond = F.lit(False)
-        for day, loads in sorted(by_day.items()):
-            cond = cond | ((F.col(PARTITION_COLUMN) == F.lit(day)) & F.col(LOAD_COLUMN).isin(sorted(loads)))
-        cond = F.col(PARTITION_COLUMN).isin(sorted(by_day)) & (F.col(d.event_time) < _ts(cutoff)) & cond
+        source = self.spark.createDataFrame(pair_rows, pairs.schema)
+        held = sorted({r[PARTITION_COLUMN] for r in pair_rows})
+        cond = (  # the literal day range lets Delta prune live's files; the join does the rest
+            f"t.`{PARTITION_COLUMN}` >= {date_literal(held[0])} AND t.`{PARTITION_COLUMN}` <= {date_literal(held[-1])} "
+            f"AND t.`{PARTITION_COLUMN}` = s.`{PARTITION_COLUMN}` AND t.`{LOAD_COLUMN}` = s.`{LOAD_COLUMN}` "
+            f"AND t.`{d.event_time}` < timestamp_seconds({int(cutoff)})"
+        )
 
         def delete() -> int:
             table = DeltaTable.forPath(self.spark, self.paths.live)
-            before = table.toDF().where(cond).count()
-            if before:
-                table.delete(cond)
-            return before
+            (table.alias("t").merge(F.broadcast(source).alias("s"), cond).whenMatchedDelete().execute())
+            last = table.history(1).select("operation", "operationMetrics").collect()[0]
+            if last["operation"] != "MERGE":
+                return 0
+            return int((last["operationMetrics"] or {}).get("numTargetRowsDeleted", 0))
 
         deleted, _ = with_retries(f"purge of archived rows from {d.name}/live", delete)
         return deleted
 
-    def _discard_uncommitted(self, cutoff: int) -> None:
-        """Remove the vector files of this run's cutoff when its commit did not happen."""
+    def _discard_uncommitted(self, cutoff: int, staging: str | None = None) -> None:
+        """Remove the vector files (and staging) of this run's cutoff when its commit did not happen."""
         try:
+            if staging:
+                remove_tree(staging)
             if spark_snapshot(self.spark, self.paths.archive).cutoff == cutoff:
                 return
             files, _ = vectors.list_files(self.paths.vectors)
             vectors.delete([f.path for f in files if f.cutoff == cutoff], self.paths.vectors)
+            vectors.delete([join(self.paths.vectors, RUNS_FOLDER, f"{cutoff}.json")], self.paths.vectors)
         except Exception:  # noqa: BLE001 - the next run's clean-up removes them too
             log.warning("could not remove the uncommitted vector files of cutoff %s", cutoff)
 
     def clean(self, committed: int | None = None) -> int:
-        """Remove vector files no reader uses, temporary leftovers and stale staging."""
+        """Remove vector files no reader uses, temporary leftovers, run sidecars no day uses
+        and archive staging (other runs' only while this run holds the lease)."""
         if committed is None:
             committed = spark_snapshot(self.spark, self.paths.archive).cutoff
         files, temps = vectors.list_files(self.paths.vectors)
         junk = [f.path for f in vectors.garbage(files, committed)] + temps
         removed = vectors.delete(junk, self.paths.vectors)
-        fs, root = vectors.filesystem(self.paths.staging)
         import pyarrow.fs as pafs
 
+        used = set(vectors.day_runs(files, committed).values()) | ({committed} if committed is not None else set())
+        fs, root = vectors.filesystem(join(self.paths.vectors, RUNS_FOLDER))
+        for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+            if info.type != pafs.FileType.File:
+                continue
+            stem = info.base_name.removesuffix(".json")
+            if info.base_name.startswith(".") or not stem.lstrip("-").isdigit() or int(stem) not in used:
+                fs.delete_file(info.path)
+        fs, root = vectors.filesystem(self.paths.staging)
         for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
             if info.type == pafs.FileType.Directory and info.base_name.startswith("archive-"):
                 fs.delete_dir(info.path)  # only this table's archive staging; loads stage elsewhere
         return removed
 
     def recover(self) -> tuple[int, int]:
-        """Finish what a crashed run left: (rows purged, files removed)."""
+        """Finish what a crashed or failed run left: (rows purged, files removed)."""
+        self.step = "recover"
         committed = spark_snapshot(self.spark, self.paths.archive).cutoff
         return self.purge(committed), self.clean(committed)
 
 
+FUTURE_TOLERANCE = dt.timedelta(minutes=1)
+"""How far ``--now`` may run ahead of the wall clock without ``--allow-future``."""
+
+
+def check_now(table: str, now: dt.datetime, wall: dt.datetime | None = None,
+              allow_future: bool = False) -> None:
+    """Refuse a clock more than a minute ahead of the wall clock: a committed cutoff never moves
+    back, so a typo in ``--now`` would hide every later row for good."""
+    wall = wall or dt.datetime.now(dt.timezone.utc)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.timezone.utc)
+    if allow_future or now <= wall + FUTURE_TOLERANCE:
+        return
+    ahead = now - wall
+    raise LakehouseError(
+        f"archive {table}: --now {now.isoformat()} is {_human(ahead)} ahead of the clock "
+        f"({wall.replace(microsecond=0).isoformat()}); a committed cutoff cannot move back, so this "
+        "would hide every later row for good; fix --now or pass --allow-future if you mean it"
+    )
+
+
+def _human(delta: dt.timedelta) -> str:
+    s = int(delta.total_seconds())
+    if s >= 86_400:
+        return f"{s // 86_400}d {s % 86_400 // 3600}h"
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 60}m {s % 60}s"
+
+
 def run_archive(spark_factory: Callable[[], "SparkSession"], warehouse: str, definition: TableDefinition,
-                now: dt.datetime | None = None, dry_run: bool = False) -> ArchiveResult:
-    """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one."""
+                now: dt.datetime | None = None, dry_run: bool = False,
+                allow_future: bool = False) -> ArchiveResult:
+    """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one.
+
+    ``now`` more than a minute ahead of the wall clock is refused unless ``allow_future``."""
+    if now is not None and not dry_run:
+        check_now(definition.name, now, allow_future=allow_future)
     spark = spark_factory()
     job = ArchiveJob(spark, warehouse, definition)
     now = now or dt.datetime.now(dt.timezone.utc)
     if dry_run:
         return ArchiveResult(job.plan(now))
-    with run_lock(job.paths):
-        recovered, removed = job.recover()
-        plan = job.plan(now)
-        result = job.execute(plan)
+    with run_lock(job.paths) as lease:
+        job.lease = lease
+        try:
+            recovered, removed = job.recover()
+            plan = job.plan(now)
+            result = job.execute(plan)
+        except BaseException as e:
+            _record_failure(job, e)
+            raise
         result.recovered_rows = recovered
         result.removed_vector_files += removed
+        _record_success(job, result)
         return result
+
+
+def _record_failure(job: ArchiveJob, e: BaseException) -> None:
+    """Keep the failing step and its error in ``_state/archive-status.json`` for ``tables``."""
+    try:
+        before = read_status(job.paths.root) or {}
+        last = before.get("last_error") or {}
+        same = last.get("step") == job.step
+        message = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if not isinstance(e, LakehouseError):
+            message = f"{type(e).__name__}: {message}"
+        write_status(job.paths.root, {
+            **before,
+            "last_error": {
+                "step": job.step, "error": message[:2000], "run_id": job.run_id,
+                "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "failures": int(last.get("failures", 0)) + 1 if same else 1,
+                "since": last.get("since") if same and last.get("since") else
+                dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            },
+        })
+    except Exception:  # noqa: BLE001 - never hide the run's own error
+        log.warning("archive %s: could not record the failure", job.definition.name, exc_info=True)
+
+
+def _record_success(job: ArchiveJob, result: ArchiveResult) -> None:
+    try:
+        before = read_status(job.paths.root) or {}
+        before.pop("last_error", None)
+        write_status(job.paths.root, {
+            **before,
+            "last_success": {"run_id": job.run_id, "cutoff": result.plan.cutoff if result.committed else
+                             result.plan.previous_cutoff,
+                             "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
+        })
+    except Exception:  # noqa: BLE001
+        log.warning("archive %s: could not record the outcome", job.definition.name, exc_info=True)

@@ -25,6 +25,8 @@ class DayVector:
     table: pa.Table
     encoded: bool
     """Run-length encoded (a sort column) or plain values."""
+    committed: int | None = None
+    """The archive's committed cutoff the file was chosen for."""
 
 
 def committed_cutoff(paths: TablePaths) -> int | None:
@@ -32,23 +34,116 @@ def committed_cutoff(paths: TablePaths) -> int | None:
     return None if snap is None else snap.cutoff
 
 
-def current_files(paths: TablePaths) -> dict[tuple[str, dt.date], vectors.VectorFile]:
-    """Per (column, day) the vector file readers use, for the committed cutoff."""
-    files, _ = vectors.list_files(paths.vectors)
-    return vectors.current(files, committed_cutoff(paths))
+def current_encoding(definition: TableDefinition) -> vectors.Encoding:
+    """The encoding the table's settings give today (what every day should be written under)."""
+    a = definition.archive
+    plain = [c for c in definition.column_names if c not in a.sort_columns] if a.vectors == "all" else []
+    return vectors.Encoding(tuple(a.sort_columns), tuple(sorted([*a.sort_columns, *plain])))
 
 
-def read_day(definition: TableDefinition, paths: TablePaths, column: str, day: dt.date,
-             selection: dict[tuple[str, dt.date], vectors.VectorFile] | None = None) -> DayVector:
-    """One column's vector of one archive day (``selection``: files chosen once for several reads)."""
+def current_files(paths: TablePaths, columns: list[str] | None = None
+                  ) -> tuple[int | None, dict[tuple[str, dt.date], vectors.VectorFile]]:
+    """The committed cutoff, read first, and per (column, day) the vector file of the day's run
+    for exactly that cutoff (a run committing meanwhile wrote larger cutoffs: not chosen)."""
+    committed = committed_cutoff(paths)
+    files, _ = vectors.list_files(paths.vectors, columns)
+    return committed, vectors.current(files, committed)
+
+
+def _check_column(definition: TableDefinition, column: str) -> None:
     if column not in definition.column_names:
         raise LakehouseError(f"{definition.name}: unknown column {column!r} (columns: {', '.join(definition.column_names)})")
     if definition.archive.vectors == "sort_columns" and column not in definition.archive.sort_columns:
         raise LakehouseError(f"{definition.name}: column {column} has no vector files (vectors: sort_columns)")
-    f = (selection if selection is not None else current_files(paths)).get((column, day))
-    if f is None:
+
+
+def _read_checked(definition: TableDefinition, column: str, day: dt.date, f: vectors.VectorFile,
+                  committed: int | None) -> DayVector:
+    """Read a vector file, refusing it when it was written under other settings."""
+    table = vectors.read(f.path)
+    meta = table.schema.metadata or {}
+    if meta.get(vectors.META_CUTOFF, str(f.cutoff).encode()) != str(f.cutoff).encode() or \
+            meta.get(vectors.META_DAY, day.isoformat().encode()) != day.isoformat().encode():
+        raise LakehouseError(f"{definition.name}: vector file {f.path} says it belongs to day "
+                             f"{meta.get(vectors.META_DAY, b'?').decode()} cutoff "
+                             f"{meta.get(vectors.META_CUTOFF, b'?').decode()}, not its name; remove it and "
+                             f"run lakehouse archive {definition.name}")
+    stale_reason = stale(definition, column, vectors.encoding_of(table))
+    if stale_reason:
+        raise LakehouseError(f"{definition.name}: day {day} of column {column} was archived under other "
+                             f"settings ({stale_reason}); the next `lakehouse archive {definition.name}` "
+                             "re-sorts and re-encodes it")
+    return DayVector(column, day, f.path, f.cutoff, table, column in definition.archive.sort_columns, committed)
+
+
+def stale(definition: TableDefinition, column: str, encoding: vectors.Encoding | None) -> str | None:
+    """Why a file of ``column`` written under ``encoding`` cannot be read under the table's
+    current settings; None when it can."""
+    if encoding is None:
+        return "written before encodings were recorded"
+    return encoding.reads(current_encoding(definition), column)
+
+
+def read_day(definition: TableDefinition, paths: TablePaths, column: str, day: dt.date) -> DayVector:
+    """One column's vector of one archive day, for the committed cutoff read first."""
+    return read_columns(definition, paths, [column], day)[0]
+
+
+def read_columns(definition: TableDefinition, paths: TablePaths, columns: list[str], day: dt.date,
+                 attempts: int = 3) -> list[DayVector]:
+    """Several columns of one archive day, all from the day's one run for one committed cutoff.
+
+    A run committing and cleaning up meanwhile can remove a chosen file before it is read: then
+    the cutoff is read again and the files chosen again."""
+    for c in columns:
+        _check_column(definition, c)
+    for attempt in range(attempts):
+        committed, selection = current_files(paths, columns)
+        try:
+            out = []
+            for c in columns:
+                f = selection.get((c, day))
+                if f is None:
+                    out.append(_missing(definition, paths, c, day, committed, selection))
+                    continue
+                out.append(_read_checked(definition, c, day, f, committed))
+            return out
+        except (FileNotFoundError, _Retry):
+            if attempt == attempts - 1:
+                raise LakehouseError(f"{definition.name}: the vector files of {day} kept changing while "
+                                     "being read (archiving runs committing); try again") from None
+    raise AssertionError("unreachable")
+
+
+class _Retry(Exception):
+    pass
+
+
+def _missing(definition: TableDefinition, paths: TablePaths, column: str, day: dt.date, committed: int | None,
+             selection: dict[tuple[str, dt.date], vectors.VectorFile]) -> DayVector:
+    if committed is None:
+        raise LakehouseError(f"{definition.name}: nothing is archived yet (no committed cutoff)")
+    others = [f for (c, d), f in selection.items() if d == day]
+    if not others:  # the day's other columns tell which run wrote it and under which settings
+        rest = [c for c in definition.column_names if c != column]
+        files, _ = vectors.list_files(paths.vectors, rest)
+        others = [f for (c, d), f in vectors.current(files, committed).items() if d == day]
+    if not others:
+        if committed_cutoff(paths) != committed:
+            raise _Retry()
         raise LakehouseError(f"{definition.name}: no vector file for column {column} on {day} (is that day archived?)")
-    return DayVector(column, day, f.path, f.cutoff, vectors.read(f.path), column in definition.archive.sort_columns)
+    try:
+        enc = vectors.encoding_of(vectors.read_schema(others[0].path))
+    except FileNotFoundError:
+        raise _Retry() from None
+    reason = stale(definition, column, enc)
+    if reason:
+        raise LakehouseError(f"{definition.name}: day {day} has no vector file for column {column} "
+                             f"({reason}); the next `lakehouse archive {definition.name}` re-encodes it")
+    if committed_cutoff(paths) != committed:
+        raise _Retry()
+    raise LakehouseError(f"{definition.name}: the vector file of column {column} on {day} (cutoff "
+                         f"{others[0].cutoff}) is missing; run lakehouse archive {definition.name} to rewrite it")
 
 
 def parse_where(definition: TableDefinition, items: list[str]) -> list[Any]:
@@ -79,22 +174,28 @@ def parse_where(definition: TableDefinition, items: list[str]) -> list[Any]:
     return [given[c] for c in sort[:k]]
 
 
-def lookup(definition: TableDefinition, paths: TablePaths, day: dt.date, values: list[Any]) -> tuple[rle.Range, int]:
-    """The record range of a day matching the values; (range, entries touched)."""
+@dataclass(frozen=True)
+class LookupResult:
+    range: rle.Range
+    touched: int
+    """Vector entries read by the binary search."""
+    cutoff: int | None
+    """The committed cutoff the answer is for (the files of the day's run for that cutoff)."""
+    files: tuple[str, ...]
+
+    def __iter__(self) -> Any:  # ``r, touched = lookup(...)`` as before
+        return iter((self.range, self.touched))
+
+
+def lookup(definition: TableDefinition, paths: TablePaths, day: dt.date, values: list[Any]) -> LookupResult:
+    """The record range of a day matching the values, from the vector files of one committed
+    cutoff (read first) and one run."""
     sort = definition.archive.sort_columns
     if not sort:
         raise LakehouseError(f"{definition.name} has no sort columns to look up")
-    # One cutoff, one listing: every column comes from the same committed run.
-    for attempt in range(3):
-        selection = current_files(paths)
-        try:
-            cols = [rle.RunColumn(read_day(definition, paths, name, day, selection).table)
-                    for name in sort[: max(1, len(values))]]
-            break
-        except FileNotFoundError:  # a run committed and cleaned up meanwhile: choose again
-            if attempt == 2:
-                raise
+    dvs = read_columns(definition, paths, list(sort[: max(1, len(values))]), day)
+    cols = [rle.RunColumn(dv.table) for dv in dvs]
     first = cols[0]
     total = first.acc(first.n - 1) if first.n else 0
     r = rle.lookup(cols, values, total)
-    return r, sum(c.touched for c in cols)
+    return LookupResult(r, sum(c.touched for c in cols), dvs[0].committed, tuple(dv.file for dv in dvs))

@@ -47,3 +47,48 @@ def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
     txn = snap.transactions().get(CUTOFF_APP_ID)
     cutoff = int(txn.get()) if txn.isDefined() else None
     return Snapshot(int(snap.version()), cutoff)
+
+
+# -- the outcome of the last runs, for ``lakehouse tables`` ------------------------------------------
+
+STATUS_FILE = "archive-status.json"
+
+
+def status_path(root: str) -> str:
+    """``<warehouse>/<table>/_state/archive-status.json``."""
+    from lakehouse.warehouse import join
+
+    return join(root, "_state", STATUS_FILE)
+
+
+def read_status(root: str) -> dict | None:
+    """The recorded outcome of the table's archiving runs (None when never recorded)."""
+    import json
+
+    from lakehouse.archive.vectors import filesystem
+
+    fs, p = filesystem(status_path(root))
+    try:
+        with fs.open_input_stream(p) as f:
+            return json.loads(f.read())
+    except (FileNotFoundError, ValueError):
+        return None
+    except OSError as e:  # some filesystems raise OSError for a missing file
+        if "not found" in str(e).lower() or "no such file" in str(e).lower():
+            return None
+        raise
+
+
+def write_status(root: str, doc: dict) -> None:
+    """Record the outcome atomically (a temporary file, then a rename)."""
+    import json
+    import uuid
+
+    from lakehouse.archive.vectors import filesystem
+
+    fs, p = filesystem(status_path(root))
+    fs.create_dir(p.rsplit("/", 1)[0], recursive=True)
+    tmp = f"{p}.{uuid.uuid4().hex[:8]}.tmp"
+    with fs.open_output_stream(tmp) as f:
+        f.write(json.dumps(doc, default=str, sort_keys=True).encode())
+    fs.move(tmp, p)

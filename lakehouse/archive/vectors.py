@@ -9,6 +9,7 @@ files of earlier runs. Writes go to a temporary name (starting with '.') and are
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import uuid
 from collections.abc import Iterable
@@ -20,11 +21,18 @@ import pyarrow.ipc as ipc
 
 from lakehouse.warehouse import join
 
-NAME = re.compile(r"([0-9]{8})-([0-9]+)")
+NAME = re.compile(r"([0-9]{8})-(-?[1-9][0-9]*|0)")
+"""``YYYYMMDD-<cutoff>``: the day zero-padded to 8 digits (years 0001..9999), the cutoff in
+whole epoch seconds, negative before 1970 (``19691231--3600``), without leading zeros."""
+
+
+def day_digits(day: dt.date) -> str:
+    """``YYYYMMDD``, zero-padded for every year (``%Y`` does not pad years below 1000)."""
+    return f"{day.year:04d}{day.month:02d}{day.day:02d}"
 
 
 def vector_name(day: dt.date, cutoff: int) -> str:
-    return f"{day:%Y%m%d}-{cutoff}"
+    return f"{day_digits(day)}-{int(cutoff)}"
 
 
 def parse_name(name: str) -> tuple[dt.date, int] | None:
@@ -32,8 +40,9 @@ def parse_name(name: str) -> tuple[dt.date, int] | None:
     m = NAME.fullmatch(name)
     if not m:
         return None
+    digits = m.group(1)
     try:
-        day = dt.datetime.strptime(m.group(1), "%Y%m%d").date()
+        day = dt.date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))
     except ValueError:
         return None
     return day, int(m.group(2))
@@ -47,18 +56,24 @@ class VectorFile:
     path: str
 
 
-def current(files: Iterable[VectorFile], committed: int | None) -> dict[tuple[str, dt.date], VectorFile]:
-    """Per (column, day), the file readers use: the largest cutoff <= the committed cutoff."""
-    out: dict[tuple[str, dt.date], VectorFile] = {}
+def day_runs(files: Iterable[VectorFile], committed: int | None) -> dict[dt.date, int]:
+    """Per day, the cutoff of the run whose files readers use: the largest cutoff not above the
+    committed one among the day's files (of any column). Every column of a day comes from that
+    one run, never from two."""
+    out: dict[dt.date, int] = {}
     if committed is None:
         return out
     for f in files:
-        if f.cutoff > committed:
-            continue
-        key = (f.column, f.day)
-        if key not in out or f.cutoff > out[key].cutoff:
-            out[key] = f
+        if f.cutoff <= committed and f.cutoff > out.get(f.day, f.cutoff - 1):
+            out[f.day] = f.cutoff
     return out
+
+
+def current(files: Iterable[VectorFile], committed: int | None) -> dict[tuple[str, dt.date], VectorFile]:
+    """Per (column, day), the file readers use: the one of the day's run (``day_runs``)."""
+    files = list(files)
+    runs = day_runs(files, committed)
+    return {(f.column, f.day): f for f in files if runs.get(f.day) == f.cutoff}
 
 
 def garbage(files: Iterable[VectorFile], committed: int | None) -> list[VectorFile]:
@@ -86,17 +101,23 @@ def to_uri(base_uri: str, base_path: str, path: str) -> str:
     return base_uri.rstrip("/") + path[len(base_path.rstrip("/")):]
 
 
-def list_files(vectors_root: str) -> tuple[list[VectorFile], list[str]]:
-    """All vector files under ``vectors/``, and temporary leftovers (paths)."""
+def list_files(vectors_root: str, columns: Iterable[str] | None = None) -> tuple[list[VectorFile], list[str]]:
+    """All vector files under ``vectors/`` (or only those of ``columns``), and temporary
+    leftovers (paths)."""
     fs, root = filesystem(vectors_root)
-    info = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    if columns is None:
+        info = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    else:
+        info = []
+        for c in columns:
+            info += fs.get_file_info(pafs.FileSelector(join(root, c), allow_not_found=True))
     files, temps = [], []
     for i in info:
         if i.type != pafs.FileType.File:
             continue
         rel = i.path[len(root.rstrip("/")) + 1:]
         parts = rel.split("/")
-        if len(parts) != 2:
+        if len(parts) != 2 or parts[0].startswith(("_", ".")):
             continue
         column, name = parts
         if name.startswith("."):
@@ -120,13 +141,81 @@ def delete(paths: Iterable[str], vectors_root: str) -> int:
     return n
 
 
+# -- the encoding a file was written under --------------------------------------------------------
+
+META_DAY = b"lakehouse.day"
+META_CUTOFF = b"lakehouse.cutoff"
+META_ENCODING = b"lakehouse.encoding"
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """The archive settings a day's vector files were written under: the sort columns (the
+    day's record order and the nesting of the runs) and the columns that got vector files."""
+
+    sort_columns: tuple[str, ...]
+    vector_columns: tuple[str, ...]
+
+    def key(self) -> str:
+        return json.dumps({"sort_columns": list(self.sort_columns),
+                           "vector_columns": sorted(self.vector_columns)}, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, text: str | bytes | None) -> "Encoding | None":
+        if not text:
+            return None
+        try:
+            d = json.loads(text)
+            return cls(tuple(d["sort_columns"]), tuple(sorted(d["vector_columns"])))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def describe(self) -> str:
+        return f"sort columns [{', '.join(self.sort_columns)}], vectors for [{', '.join(self.vector_columns)}]"
+
+    def reads(self, current: "Encoding", column: str) -> str | None:
+        """Why a file of ``column`` written under this encoding is wrong under ``current``
+        (None when it is right): the record order changed, or the column has no vectors now."""
+        if self.sort_columns != current.sort_columns:
+            return (f"sorted by [{', '.join(self.sort_columns)}], the table now sorts by "
+                    f"[{', '.join(current.sort_columns)}]")
+        if column not in current.vector_columns:
+            return f"column {column} has no vector files under the current settings"
+        if column not in self.vector_columns:
+            return f"column {column} had no vector files when the day was archived"
+        return None
+
+
+def file_metadata(day: dt.date, cutoff: int, encoding: Encoding | None) -> dict[bytes, bytes]:
+    out = {META_DAY: day.isoformat().encode(), META_CUTOFF: str(int(cutoff)).encode()}
+    if encoding is not None:
+        out[META_ENCODING] = encoding.key().encode()
+    return out
+
+
+def encoding_of(table: pa.Table | pa.Schema) -> Encoding | None:
+    """The encoding recorded in a vector file's schema metadata (None for files written before
+    encodings were recorded)."""
+    schema = table.schema if isinstance(table, pa.Table) else table
+    return Encoding.parse((schema.metadata or {}).get(META_ENCODING))
+
+
+def read_schema(path: str) -> pa.Schema:
+    """A vector file's schema (with its metadata) without reading its record batches."""
+    fs, p = filesystem(path)
+    with fs.open_input_file(p) as f:
+        return ipc.open_file(f).schema
+
+
 class AtomicIpcWriter:
     """Writes an Arrow IPC file under a temporary name and renames it on ``commit``."""
 
-    def __init__(self, vectors_root: str, column: str, day: dt.date, cutoff: int, schema: pa.Schema) -> None:
+    def __init__(self, vectors_root: str, column: str, day: dt.date, cutoff: int, schema: pa.Schema,
+                 encoding: Encoding | None = None) -> None:
         self.fs, root = filesystem(vectors_root)
         folder = join(root, column)
         self.fs.create_dir(folder, recursive=True)
+        schema = schema.with_metadata({**(schema.metadata or {}), **file_metadata(day, cutoff, encoding)})
         name = vector_name(day, cutoff)
         self.final = join(folder, name)
         self.temp = join(folder, f".{name}.tmp-{uuid.uuid4().hex[:8]}")
@@ -136,7 +225,9 @@ class AtomicIpcWriter:
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows:
-            self._writer.write_table(table.cast(self.schema) if table.schema != self.schema else table)
+            if table.schema.remove_metadata() != self.schema.remove_metadata():
+                table = table.cast(self.schema)
+            self._writer.write_table(table.replace_schema_metadata(self.schema.metadata))
 
     def commit(self) -> str:
         self._writer.close()
