@@ -14,8 +14,9 @@ tests/test_query_parity.py.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -223,12 +224,11 @@ class Translator:
             self.source(j.this, scope, ctes)
             if j.args.get("on") is not None:
                 self.expr(j.args["on"], scope, ctes)
-        for lat in q.args.get("laterals") or []:
+        if q.args.get("laterals"):
             raise duck_refuse("LATERAL VIEW", "not translated to DuckDB")
         names: list[str | None] = []
         types: list[str | None] = []
         exprs: list[exp.Expression] = []
-        new_projections = []
         for p in q.expressions:
             if isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star)):
                 cols = scope.star(p.table if isinstance(p, exp.Column) else None)
@@ -238,7 +238,6 @@ class Translator:
                     names.append(n)
                     types.append(t)
                     exprs.append(p)
-                new_projections.append(p)
                 continue
             t = self.expr(p, scope, ctes)
             names.append(spark_name(p))
@@ -268,8 +267,11 @@ class Translator:
         alias = node.alias_or_name.lower() if node.alias_or_name else ""
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
             name = node.name.lower()
-            cols = ctes.get(name) if name in ctes else self.tables.get(name)
-            scope.sources[alias or name] = list(cols or [])
+            if name not in ctes and name not in self.tables:
+                raise QueryError(f"duckdb: table or view {node.name} not found (tables: "
+                                 f"{', '.join(sorted(self.tables)) or 'none'})")
+            cols = ctes[name] if name in ctes else self.tables[name]
+            scope.sources[alias or name] = list(cols)
             return
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
             fname = node.this.sql_name().lower() if not isinstance(node.this, exp.Anonymous) else node.this.name.lower()
@@ -354,8 +356,10 @@ class Translator:
             return arithmetic(e, ct, c.get("expression"))
         if isinstance(e, exp.IntDiv):
             return "bigint"
-        if isinstance(e, exp.Count):
+        if isinstance(e, (exp.Count, exp.CountIf)):
             return "bigint"
+        if isinstance(e, (exp.LogicalAnd, exp.LogicalOr, exp.IsNan, exp.IsInf)):
+            return "boolean"
         if isinstance(e, exp.Sum):
             d = decimal_of(ct)
             if d:
@@ -567,11 +571,13 @@ def _cast(e: exp.Expression, c: dict, t: str | None) -> exp.Expression | None:
             return _fn(f"lh_str_to_{to}", x)
     if to == "string":
         return to_string(x, src)
-    if src == "string" and to in ("date", "timestamp") or to in FRACTIONAL or decimal_of(to):
-        if src == "string" and decimal_of(to):
-            raise duck_refuse(f"CAST(string AS {to})", "rounding of string to decimal differs")
+    if src == "string" and decimal_of(to):
+        raise duck_refuse(f"CAST(string AS {to})", "rounding of string to decimal differs")
     if src == "string" and to == "boolean":
         raise duck_refuse("CAST(string AS boolean)", "the accepted spellings differ")
+    if src == "string" and to == "timestamp":
+        # Spark reads an offset in the text and keeps the instant; so does TIMESTAMPTZ (UTC).
+        return exp.Cast(this=x, to=exp.DataType.build("TIMESTAMPTZ"))
     return exp.Cast(this=x, to=_duck_type(to))
 
 
@@ -710,6 +716,11 @@ def spark_func_name(e: exp.Expression) -> str:
     return e.sql("spark").split("(", 1)[0].strip().lower()
 
 
+def _isnan(e: exp.Expression, c: dict, t: str | None) -> exp.Expression | None:
+    # Spark's isnan(NULL) is false; DuckDB's is NULL.
+    return exp.Coalesce(this=e.copy(), expressions=[exp.false()])
+
+
 def _refuse_approx(e: exp.Expression, c: dict, t: str | None) -> exp.Expression | None:
     raise duck_refuse(f"{spark_func_name(e)}()", _APPROX)
 
@@ -758,6 +769,7 @@ _REWRITES: dict[type, Rule] = {
     exp.Anonymous: lambda s, e, c, t: _anonymous(e, c, t),
     exp.Quantile: lambda s, e, c, t: _quantile(e, c, t),
     exp.Median: lambda s, e, c, t: _median(e, c, t),
+    exp.IsNan: lambda s, e, c, t: _isnan(e, c, t),
     exp.ApproxQuantile: lambda s, e, c, t: _refuse_approx(e, c, t),
     exp.ApproxDistinct: lambda s, e, c, t: _refuse_approx(e, c, t),
     exp.TsOrDsToDate: lambda s, e, c, t: _to_date(e, c, t),
@@ -784,20 +796,23 @@ for _cls in (exp.CurrentDate, exp.CurrentTimestamp):
 # DuckDB macros the rewrites call (created on every connection; see duckdb.connect).
 MACROS = [
     # ANSI: division by zero is an error, as on Spark.
-    "CREATE OR REPLACE MACRO lh_nonzero(b) AS CASE WHEN b = 0 THEN "
-    "error('[DIVIDE_BY_ZERO] Division by zero') ELSE b END",
-    "CREATE OR REPLACE MACRO lh_div_half_up(n, d) AS CASE WHEN d = 0 THEN "
-    "error('[DIVIDE_BY_ZERO] Division by zero') WHEN (n < 0) = (d < 0) THEN "
-    "(2 * abs(n) + abs(d)) // (2 * abs(d)) ELSE -((2 * abs(n) + abs(d)) // (2 * abs(d))) END",
-    "CREATE OR REPLACE MACRO lh_avg_half_up(n, d) AS CASE WHEN d = 0 THEN NULL "
-    "ELSE lh_div_half_up(n, d) END",
-    "CREATE OR REPLACE MACRO lh_pmod(a, b) AS ((a % lh_nonzero(b)) + b) % b",
+    ("CREATE OR REPLACE MACRO lh_nonzero(b) AS CASE WHEN b = 0 THEN "
+     "error('[DIVIDE_BY_ZERO] Division by zero') ELSE b END"),
+    ("CREATE OR REPLACE MACRO lh_div_half_up(n, d) AS CASE WHEN d = 0 THEN "
+     "error('[DIVIDE_BY_ZERO] Division by zero') WHEN (n < 0) = (d < 0) THEN "
+     "(2 * abs(n) + abs(d)) // (2 * abs(d)) ELSE -((2 * abs(n) + abs(d)) // (2 * abs(d))) END"),
+    ("CREATE OR REPLACE MACRO lh_avg_half_up(n, d) AS CASE WHEN d = 0 THEN NULL "
+     "ELSE lh_div_half_up(n, d) END"),
+    # Spark: r = a % b; if r < 0 then (r + b) % b else r
+    ("CREATE OR REPLACE MACRO lh_pmod(a, b) AS CASE WHEN a % lh_nonzero(b) < 0 "
+     "THEN (a % b + b) % b ELSE a % b END"),
     "CREATE OR REPLACE MACRO lh_substr_pos(p) AS CASE WHEN p = 0 THEN 1 ELSE p END",
-    "CREATE OR REPLACE MACRO lh_substr(s, p, n) AS CASE WHEN n < 1 THEN '' ELSE substring(s, p, n) END",
+    ("CREATE OR REPLACE MACRO lh_substr(s, p, n) AS CASE WHEN s IS NULL OR p IS NULL OR n IS NULL "
+     "THEN NULL WHEN n < 1 THEN '' ELSE substring(s, p, n) END"),
     # Spark prints a timestamp as 'yyyy-MM-dd HH:mm:ss[.fraction without trailing zeros]'.
-    "CREATE OR REPLACE MACRO lh_ts_to_string(x) AS strftime(x, '%Y-%m-%d %H:%M:%S') || "
-    "CASE WHEN microsecond(x) % 1000000 = 0 THEN '' ELSE "
-    "rtrim('.' || lpad(CAST(microsecond(x) % 1000000 AS VARCHAR), 6, '0'), '0') END",
+    ("CREATE OR REPLACE MACRO lh_ts_to_string(x) AS strftime(x, '%Y-%m-%d %H:%M:%S') || "
+     "CASE WHEN microsecond(x) % 1000000 = 0 THEN '' ELSE "
+     "rtrim('.' || lpad(CAST(microsecond(x) % 1000000 AS VARCHAR), 6, '0'), '0') END"),
 ]
 for _t, _duck_t in (("tinyint", "TINYINT"), ("smallint", "SMALLINT"), ("int", "INTEGER"),
                     ("bigint", "BIGINT")):
@@ -812,7 +827,7 @@ for _t, _duck_t in (("tinyint", "TINYINT"), ("smallint", "SMALLINT"), ("int", "I
 # -- result columns: Spark's names and types on DuckDB's answer ------------------------------
 
 
-def arrow_type(t: str) -> "pa.DataType | None":
+def arrow_type(t: str) -> pa.DataType | None:
     import pyarrow as pa
 
     d = decimal_of(t)
@@ -825,7 +840,7 @@ def arrow_type(t: str) -> "pa.DataType | None":
     }.get(t)
 
 
-def conform(result: "pa.Table", tr: Translation) -> "pa.Table":
+def conform(result: pa.Table, tr: Translation) -> pa.Table:
     """DuckDB's result with Spark's column names and types; refuses what would change the JSON."""
     import pyarrow as pa
 

@@ -6,10 +6,9 @@ CREATE, ...), session commands (SET, ADD JAR, USE, ...), DuckDB commands (COPY, 
 INSTALL/LOAD, PRAGMA), tables outside the project (``parquet.`/x```, ``delta.`/x```, quoted
 paths) and table functions that read files (``read_csv``, ``delta_scan``, ``glob``, ...).
 
-The check parses with sqlglot (Spark dialect) and walks the tree. Spark then runs the SQL
-regenerated from the checked tree (comments dropped), never the raw text, so a parser
-difference between sqlglot and Spark cannot smuggle in a statement that was not checked.
-Pure: no engine is imported here.
+The check parses with sqlglot (Spark dialect) and walks the tree. Spark's own parser then
+confirms the kind of statement and its tables before Spark runs it (lakehouse.query.spark), so a
+parser difference cannot smuggle in a statement that was not checked. Pure: no engine here.
 """
 
 from __future__ import annotations
@@ -59,6 +58,7 @@ FILE_FUNCTIONS = frozenset({
 _FILE_PREFIXES = ("read_", "duckdb_", "pragma_")
 _FILE_SUFFIXES = ("_scan", "_metadata")
 _EXPLAIN_MODES = ("EXTENDED", "CODEGEN", "COST", "FORMATTED")
+_FIRST_WORDS = ("SELECT", "WITH", "VALUES", "SHOW", "DESC", "DESCRIBE", "EXPLAIN", "FROM")
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,6 @@ class Checked:
     kind: Kind
     tree: exp.Expression | None
     """The query (for EXPLAIN: the explained query; for SHOW: None)."""
-    spark_sql: str
-    """What Spark runs: regenerated from the checked tree, without comments."""
 
 
 def refuse(construct: str, why: str = _WHY) -> QueryError:
@@ -91,14 +89,53 @@ def parse(sql: str) -> list[exp.Expression]:
     try:
         return [s for s in sqlglot.parse(sql, read="spark") if s is not None]
     except (ParseError, TokenError) as e:
+        _name_forbidden_tokens(sql)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise QueryError(f"query: cannot parse the SQL as Spark SQL: {first}") from None
     finally:
         logger.setLevel(level)
 
 
+_FORBIDDEN_WORDS = frozenset({
+    "INSERT", "DELETE", "UPDATE", "MERGE", "CREATE", "DROP", "ALTER", "TRUNCATE", "ATTACH",
+    "DETACH", "COPY", "INSTALL", "LOAD", "PRAGMA", "SET", "RESET", "CALL", "USE", "GRANT",
+    "EXPORT", "IMPORT", "VACUUM", "CHECKPOINT",
+})
+
+
+def _name_forbidden_tokens(sql: str) -> None:
+    """For SQL sqlglot cannot parse: refuse by name what it holds that the guard never allows."""
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("spark").tokenize(sql)
+    except TokenError:
+        return
+    for i, t in enumerate(tokens):
+        if t.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
+            continue
+        word = t.text.upper()
+        if word in _FORBIDDEN_WORDS and i > 0:
+            raise refuse(f"{word} inside a query")
+        following = tokens[i + 1] if i + 1 < len(tokens) else None
+        name = t.text.lower()
+        if following is not None and following.token_type == TokenType.L_PAREN and (
+                name in FILE_FUNCTIONS or name.startswith(_FILE_PREFIXES)
+                or name.endswith(_FILE_SUFFIXES)):
+            raise refuse(f"{name}()", "it reads files or reaches outside the query; "
+                         "queries read only the project's tables")
+
+
 def check(sql: str) -> Checked:
     """Check that ``sql`` is one read-only statement; raise QueryError naming what is not."""
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("spark").tokenize(sql)
+    except TokenError:
+        tokens = []
+    first = tokens[0].text.upper() if tokens else ""
+    if first and first not in _FIRST_WORDS and _NAME.match(first):
+        # e.g. ATTACH or CALL, which the Spark dialect cannot even parse: name them.
+        raise refuse(_lead([t.text for t in tokens]))
     statements = parse(sql)
     if not statements:
         raise QueryError("query: no SQL statement given")
@@ -111,10 +148,11 @@ def check(sql: str) -> Checked:
 def statement_name(node: exp.Expression) -> str:
     """How an error names a statement: its leading keyword(s)."""
     if isinstance(node, exp.Command):
-        words = [str(node.this).upper(), *_command_rest(node).split()[:1]]
-        if words[0] in ("ADD", "LIST", "CLEAR", "MSCK", "SHOW", "EXPLAIN") and len(words) > 1:
-            return " ".join(w.upper() for w in words[:2])
-        return words[0]
+        try:
+            rest = [t.text for t in sqlglot.Dialect.get_or_raise("spark").tokenize(_command_rest(node))]
+        except TokenError:
+            rest = []
+        return _lead([str(node.this), *rest])
     if isinstance(node, exp.With) or (isinstance(node, _QUERIES) and not isinstance(node, exp.Subquery)):
         return "SELECT"
     if isinstance(node, exp.Alias):  # `INSTALL x`, `TABLE t`, `LIST FILE` parse as a bare alias
@@ -126,6 +164,14 @@ def statement_name(node: exp.Expression) -> str:
         "copy": "COPY", "merge": "MERGE", "setitem": "SET",
     }
     return key.get(node.key, node.key.upper())
+
+
+def _lead(words: list[str]) -> str:
+    """A statement's name from its leading words: ``ADD JAR``, ``SHOW TABLES``, ``DELETE``."""
+    words = [w.upper() for w in words]
+    if words[0] in ("ADD", "LIST", "CLEAR", "MSCK", "SHOW", "EXPLAIN") and len(words) > 1:
+        return " ".join(words[:2])
+    return words[0]
 
 
 def _command_rest(node: exp.Command) -> str:
@@ -146,23 +192,21 @@ def _check_statement(root: exp.Expression) -> Checked:
         raise refuse(statement_name(root))
     if isinstance(root, exp.Describe):
         _walk(root.this)
-        sql = root.sql(dialect="spark", comments=False)
-        if str(root.args.get("kind") or "").upper() == "FUNCTION":  # sqlglot drops FUNCTION
-            style = f"{root.args['style']} " if root.args.get("style") else ""
-            sql = f"DESCRIBE FUNCTION {style}{root.this.sql(dialect='spark')}"
-        return Checked("describe", root, sql)
+        return Checked("describe", root)
     if not isinstance(root, _QUERIES):
         raise refuse(statement_name(root))
     _walk(root)
-    return Checked("query", root, root.sql(dialect="spark", comments=False))
+    return Checked("query", root)
 
 
 def _check_explain(rest: str) -> Checked:
     tokens = sqlglot.Dialect.get_or_raise("spark").tokenize(rest)
-    mode = ""
     if tokens and tokens[0].text.upper() in _EXPLAIN_MODES:
-        mode = tokens[0].text.upper() + " "
         rest = rest[tokens[0].end + 1:]
+        tokens = tokens[1:]
+    if tokens and tokens[0].text.upper() not in ("SELECT", "WITH", "VALUES", "FROM", "("):
+        raise refuse(f"EXPLAIN {_lead([t.text for t in tokens])}",
+                     "EXPLAIN is allowed for queries only (SELECT, WITH, VALUES)")
     inner = parse(rest)
     if len(inner) != 1:
         raise refuse("EXPLAIN of more than one statement" if inner else "an empty EXPLAIN")
@@ -170,7 +214,7 @@ def _check_explain(rest: str) -> Checked:
         raise refuse(f"EXPLAIN {statement_name(inner[0])}",
                      "EXPLAIN is allowed for queries only (SELECT, WITH, VALUES)")
     _walk(inner[0])
-    return Checked("explain", inner[0], f"EXPLAIN {mode}{inner[0].sql(dialect='spark', comments=False)}")
+    return Checked("explain", inner[0])
 
 
 def _check_show(rest: str) -> Checked:
@@ -180,7 +224,7 @@ def _check_show(rest: str) -> Checked:
     if not words or len(tokens) != len(words) or not all(_NAME.match(w) for w in words):
         raise refuse(f"SHOW {rest.strip()[:40]}",
                      "SHOW takes plain names only, e.g. SHOW TABLES or SHOW COLUMNS IN trips")
-    return Checked("show", None, "SHOW " + " ".join(words))
+    return Checked("show", None)
 
 
 def _walk(tree: exp.Expression) -> None:
