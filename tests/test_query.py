@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 import pytest
 
@@ -264,7 +265,8 @@ def test_spark_column_names_or_none(expr, name):
     ("SELECT CAST(f AS STRING) AS p FROM t", "CAST(f AS STRING)"),
     ("SELECT try_cast(s AS INT) AS p FROM t", "TRY_CAST(string AS int)"),
     ("SELECT substr(s, 0, 2) FROM t", "result column 1"),
-    ("SELECT i FROM t LATERAL VIEW explode(array(1)) x AS y", "LATERAL VIEW"),
+    ("SELECT i FROM t LATERAL VIEW explode(array(1)) x AS y", "explode()"),
+    ("SELECT md5(s) AS m FROM t", "md5()"), ("SELECT format_number(f, 2) AS m FROM t", "format_number()"),
     ("SELECT current_timestamp() AS n", "current_timestamp()"),
 ])
 def test_duckdb_refuses_what_it_cannot_match(sql, construct):
@@ -274,19 +276,25 @@ def test_duckdb_refuses_what_it_cannot_match(sql, construct):
     assert msg.startswith("duckdb: ") and construct in msg and "--engine spark" in msg, msg
 
 
+@functools.lru_cache(maxsize=1)
+def _shared_duckdb():
+    """One DuckDB connection (with lakehouse's macros) for the pure-rule tests: fast examples."""
+    from lakehouse.query.duckdb import connect
+
+    return connect()
+
+
 def _duck_rows(sql: str, rows: list[tuple]) -> list[dict]:
     """Translate Spark SQL and run it on real DuckDB over a table t of ``rows``."""
     import pyarrow as pa
-
-    from lakehouse.query.duckdb import connect
 
     cols = list(zip(*rows)) if rows else [[] for _ in SCHEMA["t"]]
     types = [pa.int32(), pa.string(), pa.decimal128(10, 2), pa.float64(), pa.timestamp("us", tz="UTC"),
              pa.date32(), pa.int64()]
     data = pa.table([pa.array(list(c), t) for c, t in zip(cols, types)], names=[n for n, _ in SCHEMA["t"]])
-    con = connect()
+    con = _shared_duckdb()
     con.register("t_arrow", data)
-    con.execute("CREATE TABLE t AS SELECT * FROM t_arrow")
+    con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM t_arrow")
     tr = _translate(sql)
     try:
         return conform(con.execute(tr.sql).fetch_arrow_table(), tr).to_pylist()
