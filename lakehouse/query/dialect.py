@@ -690,6 +690,23 @@ def _substring(e: exp.Expression, c: dict, t: str | None) -> exp.Expression | No
     return _fn("lh_substr", *args) if length is not None else _fn("substring", *args)
 
 
+def _round(e: exp.Expression, c: dict, t: str | None) -> exp.Expression | None:
+    if c.get("this") not in FRACTIONAL:
+        return None
+    digits = e.args.get("decimals")
+    if digits is not None and not (isinstance(digits, exp.Literal) and digits.name == "0"):
+        raise duck_refuse("round() of a double to decimal places",
+                          "Spark rounds the double's decimal text, DuckDB its binary value")
+    # Spark rounds through BigDecimal and never returns -0.0; adding 0.0 turns -0.0 into 0.0.
+    return exp.Add(this=e.copy(), expression=exp.Literal.number("0.0"))
+
+
+def _floor_ceil(e: exp.Expression, c: dict, t: str | None) -> exp.Expression | None:
+    if c.get("this") in FRACTIONAL and e.args.get("decimals") is None:
+        return exp.Cast(this=e.copy(), to=exp.DataType.build("BIGINT"))  # Spark: a bigint
+    return None
+
+
 def _dayofweek(e: exp.Expression, c: dict, t: str | None) -> exp.Expression | None:
     # Spark: 1 = Sunday .. 7 = Saturday; DuckDB's dayofweek: 0 = Sunday .. 6.
     return exp.Add(this=exp.Paren(this=_fn("dayofweek", e.this)), expression=exp.Literal.number(1))
@@ -775,6 +792,9 @@ _REWRITES: dict[type, Rule] = {
     exp.Mod: lambda s, e, c, t: _mod(e, c, t),
     exp.Avg: lambda s, e, c, t: _avg(e, c, t),
     exp.Substring: lambda s, e, c, t: _substring(e, c, t),
+    exp.Round: lambda s, e, c, t: _round(e, c, t),
+    exp.Floor: lambda s, e, c, t: _floor_ceil(e, c, t),
+    exp.Ceil: lambda s, e, c, t: _floor_ceil(e, c, t),
     exp.DayOfWeek: lambda s, e, c, t: _dayofweek(e, c, t),
     exp.Anonymous: lambda s, e, c, t: _anonymous(e, c, t),
     exp.Quantile: lambda s, e, c, t: _quantile(e, c, t),
@@ -806,7 +826,7 @@ for _cls in (exp.CurrentDate, exp.CurrentTimestamp):
 # Functions that DuckDB computes as Spark does once the rewrites above are applied: each is
 # exercised by tests/test_query_parity.py against real Spark. Any other function is refused.
 VERIFIED_FUNCTIONS: frozenset[type] = frozenset({
-    exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count, exp.CountIf, exp.LogicalAnd, exp.LogicalOr,
+    exp.And, exp.Or, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count, exp.CountIf, exp.LogicalAnd, exp.LogicalOr,
     exp.Stddev, exp.StddevSamp, exp.Variance, exp.Case, exp.If, exp.Coalesce, exp.Nullif,
     exp.Greatest, exp.Least, exp.Exists, exp.Lower, exp.Upper, exp.Length, exp.Trim,
     exp.Replace, exp.Pad, exp.StrPosition, exp.Abs, exp.Round, exp.Floor, exp.Ceil, exp.Sqrt,
