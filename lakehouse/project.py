@@ -147,6 +147,9 @@ class Lakehouse:
         out = []
         for src in sources(self.settings.warehouse, defs):
             out.extend(Verifier(self.spark(), src).run())
+        from lakehouse.verify import saved_query_checks
+
+        out.extend(saved_query_checks(self, table))
         return out
 
     # -- live store -----------------------------------------------------------------------
@@ -193,10 +196,10 @@ class Lakehouse:
         raise QueryError(f"unknown engine {engine!r} (expected spark or duckdb)")
 
     def compare_engines(self, sql: str) -> tuple[pa.Table, pa.Table, compare_mod.Comparison]:
-        """Run SQL on both engines and compare the answers."""
+        """Run SQL on both engines and compare the JSON they print (see compare.compare_json)."""
         s = self.query(sql, "spark")
         d = self.query(sql, "duckdb")
-        return s, d, compare_mod.compare(s, d)
+        return s, d, compare_mod.compare_json(s, d)
 
     def saved_queries(self) -> list[SavedQuery]:
         qdir = self.settings.queries_dir

@@ -297,3 +297,42 @@ def _both_nan(a: pa.Scalar, b: pa.Scalar) -> bool:
     x, y = a.as_py(), b.as_py()
     return isinstance(x, float) and isinstance(y, float) and x != x and y != y
 
+
+
+# -- saved queries ------------------------------------------------------------------------------
+
+
+def query_tables(sql: str) -> set[str]:
+    """The table names a query reads (lower case); empty when it does not parse."""
+    from sqlglot import exp
+
+    from lakehouse.errors import QueryError
+    from lakehouse.query.guard import parse
+
+    try:
+        trees = parse(sql)
+    except QueryError:
+        return set()
+    return {t.name.lower() for tree in trees for t in tree.find_all(exp.Table) if t.name}
+
+
+def saved_query_checks(lh: Any, table: str | None = None) -> list[Check]:
+    """One check per saved query (queries/*.sql): both engines print the same JSON.
+
+    With ``table``, only the saved queries that read it. A refusal or an error on either engine
+    fails the check too: a saved query is meant to run on both."""
+    from lakehouse.errors import LakehouseError
+
+    out = []
+    for q in lh.saved_queries():
+        if table is not None and table.lower() not in query_tables(q.sql):
+            continue
+        name = f"saved query {q.path.name} gives the same answer on both engines"
+        try:
+            s, _, cmp = lh.compare_engines(q.sql)
+        except LakehouseError as e:
+            out.append(Check("queries", name, False, str(e)))
+            continue
+        detail = "" if cmp.equal else f"engines differ: {cmp.detail}"
+        out.append(Check("queries", name, cmp.equal, detail, {"rows": s.num_rows}))
+    return out

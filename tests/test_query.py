@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 import pytest
 
@@ -10,16 +11,14 @@ from lakehouse.errors import QueryError
 from lakehouse.query.duckdb import transpile
 from tests.conftest import HEADER_SMALL, TRIPS_SMALL
 
-pytestmark = pytest.mark.spark
-
 
 @pytest.fixture(scope="module")
 def loaded_repo(tmp_path_factory, spark):
     """This repository's project with generated trips loaded (module-scoped: built once)."""
-    from lakehouse.demo import generate
-    from tests.conftest import Project
     import shutil
-    from tests.conftest import REPO
+
+    from lakehouse.demo import generate
+    from tests.conftest import REPO, Project
 
     root = tmp_path_factory.mktemp("q") / "repo"
     root.mkdir()
@@ -35,6 +34,7 @@ def loaded_repo(tmp_path_factory, spark):
     return p
 
 
+@pytest.mark.spark
 def test_every_saved_query_agrees_on_both_engines(loaded_repo):
     queries = loaded_repo.lh.saved_queries()
     assert len(queries) >= 4
@@ -44,6 +44,7 @@ def test_every_saved_query_agrees_on_both_engines(loaded_repo):
         assert s.num_rows > 0, f"queries/{q.path.name} returned nothing on the demo data"
 
 
+@pytest.mark.spark
 def test_engines_agree_on_utc_days_around_midnight(project, spark):
     project.table(TRIPS_SMALL).create("trips")
     times = ["2026-11-20T23:59:59.999999Z", "2026-11-21T00:00:00Z", "2026-11-20T20:00:00-05:00",
@@ -63,15 +64,298 @@ def test_engines_agree_on_utc_days_around_midnight(project, spark):
     assert all(r["event_date"] == r["d"] for r in s)
 
 
+@pytest.mark.spark
 def test_query_errors_name_the_engine(loaded_repo):
     with pytest.raises(QueryError, match=r"^spark: .*no_such_table"):
         loaded_repo.lh.query("SELECT * FROM no_such_table", "spark")
     with pytest.raises(QueryError, match=r"^duckdb: .*no_such_table"):
         loaded_repo.lh.query("SELECT * FROM no_such_table", "duckdb")
-    with pytest.raises(QueryError, match="exactly one SQL statement"):
-        loaded_repo.lh.query("SELECT 1; SELECT 2", "duckdb")
+    for engine in ("spark", "duckdb"):
+        with pytest.raises(QueryError, match=r"^query: more than one statement \(SELECT, SELECT\)"):
+            loaded_repo.lh.query("SELECT 1; SELECT 2", engine)
 
 
 def test_transpile_quotes_identifiers_duckdb_reserves():
     out = transpile("SELECT at, count(*) FROM clicks GROUP BY at")
     assert '"at"' in out and '"clicks"' in out
+
+
+# -- the read-only guard (pure: no engine) ------------------------------------------------------
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakehouse.query.guard import check
+
+ALLOWED = [
+    ("SELECT 1", "query"), ("select * from trips", "query"), ("FROM trips SELECT trip_id", "query"),
+    ("WITH a AS (SELECT 1 AS x) SELECT x FROM a", "query"), ("VALUES (1, 2)", "query"),
+    ("(SELECT 1)", "query"), ("SELECT 1 UNION ALL SELECT 2", "query"), ("SELECT 1;", "query"),
+    ("SELECT * FROM range(3)", "query"), ("SELECT ';DROP TABLE t' AS s", "query"),
+    ("SELECT 1 -- ; DROP TABLE t", "query"), ("SELECT 1 /* ; DROP TABLE t */", "query"),
+    ("SELECT 1 /* /* nested */ DROP TABLE t */", "query"),
+    ("SELECT input_file_name() FROM trips", "query"),
+    ("SELECT * FROM trips t JOIN trips u ON t.trip_id = u.trip_id", "query"),
+    ("SHOW TABLES", "show"), ("SHOW COLUMNS IN trips", "show"), ("DESCRIBE trips", "describe"),
+    ("DESC TABLE EXTENDED trips", "describe"), ("DESCRIBE FUNCTION abs", "describe"),
+    ("EXPLAIN SELECT * FROM trips", "explain"), ("EXPLAIN EXTENDED SELECT 1", "explain"),
+]
+
+
+@pytest.mark.parametrize("sql,kind", ALLOWED)
+def test_guard_allows_one_read_only_statement(sql, kind):
+    assert check(sql).kind == kind
+
+
+# Every statement class that writes, reconfigures or reaches outside: (sql, construct named).
+WRITES = [
+    ("INSERT INTO delta.`/tmp/x` SELECT 1", "INSERT"), ("INSERT INTO trips SELECT * FROM trips", "INSERT"),
+    ("INSERT OVERWRITE DIRECTORY '/tmp/x' SELECT 1", "INSERT"), ("DELETE FROM trips", "DELETE"),
+    ("UPDATE trips SET status = 1", "UPDATE"),
+    ("MERGE INTO trips t USING trips s ON t.trip_id = s.trip_id WHEN MATCHED THEN DELETE", "MERGE"),
+    ("CREATE TABLE x AS SELECT 1", "CREATE"), ("CREATE TEMP VIEW v AS SELECT 1", "CREATE"),
+    ("DROP TABLE trips", "DROP"), ("ALTER TABLE trips ADD COLUMNS (x INT)", "ALTER"),
+    ("TRUNCATE TABLE trips", "TRUNCATE"), ("SET spark.sql.ansi.enabled = false", "SET"),
+    ("SET", "SET"), ("RESET", "RESET"), ("ADD JAR /tmp/x.jar", "ADD JAR"), ("USE other", "USE"),
+    ("CACHE TABLE trips", "CACHE"), ("UNCACHE TABLE trips", "UNCACHE"), ("REFRESH TABLE trips", "REFRESH"),
+    ("MSCK REPAIR TABLE trips", "MSCK"), ("ANALYZE TABLE trips COMPUTE STATISTICS", "ANALYZE"),
+    ("COPY trips TO '/tmp/x.csv'", "COPY"), ("INSTALL httpfs", "INSTALL"), ("LOAD httpfs", "LOAD"),
+    ("PRAGMA version", "PRAGMA"), ("ATTACH '/tmp/x.db' AS y", "ATTACH"), ("CALL f()", "CALL"),
+    ("TABLE trips", "TABLE"),
+]
+
+
+def _random_case(draw, sql: str) -> str:
+    flips = draw(st.lists(st.booleans(), min_size=len(sql), max_size=len(sql)))
+    return "".join(c.upper() if f else c.lower() for c, f in zip(sql, flips))
+
+
+@st.composite
+def disguised(draw, sql: str) -> str:
+    """The statement in random case, with comments where spaces were, maybe behind a query."""
+    out = _random_case(draw, sql) if draw(st.booleans()) else sql
+    comment = draw(st.sampled_from([" ", " /* x */ ", " /* ; */ ", " -- c\n", "\n\t"]))
+    out = out.replace(" ", comment, draw(st.integers(0, 3)))
+    prefix = draw(st.sampled_from(["", "/* hi */ ", "-- note\n", "  "]))
+    return prefix + out
+
+
+@pytest.mark.parametrize("sql,construct", WRITES)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_guard_refuses_writes_and_commands_in_any_disguise(sql, construct, data):
+    text = data.draw(disguised(sql))
+    with pytest.raises(QueryError) as e:
+        check(text)
+    msg = str(e.value)
+    assert msg.startswith("query: ") and "\n" not in msg
+    assert construct in msg.upper(), msg
+
+
+@pytest.mark.parametrize("sql,construct", WRITES)
+def test_guard_refuses_a_write_behind_a_query_or_explain(sql, construct):
+    for text in (f"SELECT 1; {sql}", f"EXPLAIN {sql}", f"EXPLAIN EXTENDED {sql}"):
+        with pytest.raises(QueryError) as e:
+            check(text)
+        msg = str(e.value)
+        assert msg.startswith("query: ") and construct in msg.upper(), msg
+
+
+@pytest.mark.parametrize("sql,construct", [
+    ("WITH a AS (INSERT INTO t SELECT 1) SELECT 1", "INSERT inside a query"),
+    ("SELECT * FROM (INSERT INTO t SELECT 1)", "INSERT inside a query"),
+    ("EXPLAIN INSERT INTO t SELECT 1", "EXPLAIN INSERT"),
+    ("EXPLAIN EXTENDED DELETE FROM t", "EXPLAIN DELETE"),
+    ("SELECT 1; SELECT 2", "more than one statement (SELECT, SELECT)"),
+    ("SHOW TABLES; DROP TABLE t", "more than one statement (SHOW TABLES, DROP)"),
+    ("SHOW TABLES LIKE 'x'", "SHOW TABLES LIKE"),
+    ("SELECT reflect('java.lang.System', 'getProperty', 'user.home')", "reflect()"),
+    ("SELECT java_method('java.lang.System', 'exit', 0)", "java_method()"),
+])
+def test_guard_refuses_nested_and_disguised_writes(sql, construct):
+    with pytest.raises(QueryError) as e:
+        check(sql)
+    assert str(e.value).startswith("query: ") and construct in str(e.value), str(e.value)
+
+
+PATH_TABLES = ["parquet.`/etc/x`", "delta.`/tmp/w/trips/live`", "csv.`/etc/passwd`",
+               "json.`/x`", "text.`/etc/passwd`", "orc.`/x`", "binaryFile.`/x`", "PARQUET.`/x`",
+               "`parquet`.`/x`", "`delta`.`s3a://bucket/key`", "spark_catalog.default.t",
+               "global_temp.v", "`/etc/passwd.csv`", "'/etc/passwd'", "`file:///etc/passwd`"]
+FILE_CALLS = ["read_csv('/etc/passwd')", "READ_CSV_AUTO('/etc/passwd')", "read_parquet('/x')",
+              "parquet_scan('/x')", "read_json('/x')", "read_json_auto('/x')",
+              "read_ndjson_objects('/x')", "read_text('/etc/passwd')", "read_blob('/x')",
+              "delta_scan('/x')", "glob('/etc/*')", "query('DROP TABLE t')",
+              "query_table('t')", "sniff_csv('/x')", "parquet_metadata('/x')", "read_files('/x')"]
+PLACES = ["SELECT * FROM {t}", "SELECT * FROM trips JOIN {t} ON true",
+          "SELECT * FROM trips WHERE EXISTS (SELECT 1 FROM {t})",
+          "WITH a AS (SELECT * FROM {t}) SELECT * FROM a", "SELECT (SELECT count(*) FROM {t}) AS n",
+          "SELECT 1 UNION SELECT * FROM {t}", "EXPLAIN SELECT * FROM {t}",
+          "SELECT * FROM (SELECT * FROM (SELECT * FROM {t}) q) r",
+          "SELECT * FROM trips WHERE trip_id IN (SELECT * FROM {t})"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_guard_refuses_paths_and_file_functions_anywhere(data):
+    source = data.draw(st.sampled_from(PATH_TABLES + FILE_CALLS))
+    sql = data.draw(disguised(data.draw(st.sampled_from(PLACES)).format(t=source)))
+    with pytest.raises(QueryError) as e:
+        check(sql)
+    msg = str(e.value)
+    assert msg.startswith("query: ") and "\n" not in msg
+    assert "table" in msg or "()" in msg, msg
+
+
+@pytest.mark.parametrize("call", FILE_CALLS)
+def test_guard_refuses_file_functions_outside_from(call):
+    with pytest.raises(QueryError, match=r"^query: .*\(\) is not allowed"):
+        check(f"SELECT {call} AS x")
+
+
+# -- Spark's types, names and semantics on DuckDB (pure rules + real DuckDB, no Spark) ---------
+
+from lakehouse.query.dialect import Translator, conform, spark_name
+
+SCHEMA = {"t": [("i", "int"), ("s", "string"), ("d", "decimal(10,2)"), ("f", "double"),
+                ("ts", "timestamp"), ("dt", "date"), ("l", "bigint")]}
+
+
+def _translate(sql: str):
+    return Translator(SCHEMA).translate(check(sql).tree)
+
+
+# Spark 4.0.1's result types (as printed by df.schema on the pinned session)
+@pytest.mark.parametrize("expr,spark_type", [
+    ("sum(i)", "bigint"), ("sum(l)", "bigint"), ("avg(d)", "decimal(14,6)"), ("sum(d)", "decimal(20,2)"),
+    ("avg(i)", "double"), ("avg(f)", "double"), ("max(d)", "decimal(10,2)"), ("count(*)", "bigint"),
+    ("i + 1", "int"), ("i * 2.5", "decimal(13,1)"), ("d * 2", "decimal(12,2)"), ("d + 1", "decimal(11,2)"),
+    ("d / 3", "decimal(14,6)"), ("i / 2", "double"), ("10.0 / 4", "decimal(8,6)"),
+    ("CAST(10 AS DECIMAL(10,0)) / 4", "decimal(16,6)"), ("7 div 2", "bigint"), ("-7 % 3", "int"),
+    ("pmod(-7, 3)", "int"), ("1.5", "decimal(2,1)"), ("round(d, 1)", "decimal(10,1)"),
+    ("round(2.5)", "decimal(2,0)"), ("floor(1.5)", "decimal(2,0)"), ("abs(-2)", "int"),
+    ("percentile(i, 0.5)", "double"), ("median(i)", "double"), ("length(s)", "int"),
+    ("dayofweek(dt)", "int"), ("weekday(dt)", "int"), ("CAST(ts AS DATE)", "date"),
+    ("CASE WHEN i = 1 THEN 'x' ELSE 'y' END", "string"), ("coalesce(i, l)", "bigint"),
+    ("row_number() OVER (ORDER BY i)", "int"), ("sum(i) OVER (ORDER BY i)", "bigint"),
+])
+def test_result_types_follow_spark(expr, spark_type):
+    assert _translate(f"SELECT {expr} AS c FROM t").types == [spark_type]
+
+
+@pytest.mark.parametrize("expr,name", [
+    ("sum(duration_s)", "sum(duration_s)"), ("avg(fare_local)", "avg(fare_local)"),
+    ("count(*)", "count(1)"), ("count(DISTINCT s)", "count(DISTINCT s)"), ("I", "I"),
+    ("t.s", "s"), ("CAST(d AS STRING)", "d"), ("i + 1", "(i + 1)"), ("-7 % 3", None),
+    ("i = 1 AND s = 'x'", "((i = 1) AND (s = x))"), ("lower(s)", "lower(s)"),
+    ("substr(s, 0, 2)", None), ("sum(t.i)", None), ("x AS y", "y"),
+])
+def test_spark_column_names_or_none(expr, name):
+    import sqlglot
+
+    assert spark_name(sqlglot.parse_one(f"SELECT {expr}", read="spark").expressions[0]) == name
+
+
+@pytest.mark.parametrize("sql,construct", [
+    ("SELECT percentile_approx(i, 0.5) AS p FROM t", "percentile_approx()"),
+    ("SELECT approx_percentile(i, 0.5) AS p FROM t", "percentile_approx()"),
+    ("SELECT date_format(ts, 'yyyy') AS p FROM t", "date_format()"),
+    ("SELECT s RLIKE 'a' AS p FROM t", "RLIKE"),
+    ("SELECT first(i) AS p FROM t", "first()"),
+    ("SELECT CAST(f AS STRING) AS p FROM t", "CAST(f AS STRING)"),
+    ("SELECT try_cast(s AS INT) AS p FROM t", "TRY_CAST(string AS int)"),
+    ("SELECT substr(s, 0, 2) FROM t", "result column 1"),
+    ("SELECT i FROM t LATERAL VIEW explode(array(1)) x AS y", "explode()"),
+    ("SELECT md5(s) AS m FROM t", "md5()"), ("SELECT format_number(f, 2) AS m FROM t", "format_number()"),
+    ("SELECT current_timestamp() AS n", "current_timestamp()"),
+])
+def test_duckdb_refuses_what_it_cannot_match(sql, construct):
+    with pytest.raises(QueryError) as e:
+        _translate(sql)
+    msg = str(e.value)
+    assert msg.startswith("duckdb: ") and construct in msg and "--engine spark" in msg, msg
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_duckdb():
+    """One DuckDB connection (with lakehouse's macros) for the pure-rule tests: fast examples."""
+    from lakehouse.query.duckdb import connect
+
+    return connect()
+
+
+def _duck_rows(sql: str, rows: list[tuple]) -> list[dict]:
+    """Translate Spark SQL and run it on real DuckDB over a table t of ``rows``."""
+    import pyarrow as pa
+
+    cols = list(zip(*rows)) if rows else [[] for _ in SCHEMA["t"]]
+    types = [pa.int32(), pa.string(), pa.decimal128(10, 2), pa.float64(), pa.timestamp("us", tz="UTC"),
+             pa.date32(), pa.int64()]
+    data = pa.table([pa.array(list(c), t) for c, t in zip(cols, types)], names=[n for n, _ in SCHEMA["t"]])
+    con = _shared_duckdb()
+    con.register("t_arrow", data)
+    con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM t_arrow")
+    tr = _translate(sql)
+    try:
+        return conform(con.execute(tr.sql).fetch_arrow_table(), tr).to_pylist()
+    except Exception as e:  # noqa: BLE001 - DuckDB's own errors, as lakehouse reports them
+        raise QueryError(f"duckdb: {str(e).splitlines()[0]}") from None
+
+
+def _row(i=None, s=None, d=None, f=None, ts=None, dt_=None, big=None):
+    return (i, s, d, f, ts, dt_, big)
+
+
+def test_duckdb_gives_spark_values_for_the_known_differences():
+    import decimal as D
+
+    ts = dt.datetime(2026, 11, 20, 10, 15, 0, 500000, tzinfo=dt.UTC)
+    rows = [_row(1, "a_b", D.Decimal("1.25"), 1.5, ts, dt.date(2026, 11, 22), 10)]
+    got = _duck_rows(
+        "SELECT CAST(2.7 AS INT) AS a, CAST(-2.7 AS INT) AS b, s LIKE 'a\\\\_b' AS c, "
+        "substr(s, 0, 2) AS e, dayofweek(dt) AS g, weekday(dt) AS h, CAST(ts AS STRING) AS k, "
+        "pmod(-7, 3) AS m, pmod(7, -3) AS o, 7 div 2 AS p FROM t", rows)
+    assert got == [{"a": 2, "b": -2, "c": True, "e": "a_", "g": 1, "h": 6, "k": "2026-11-20 10:15:00.5",
+                    "m": 2, "o": 1, "p": 3}]
+    agg = _duck_rows("SELECT sum(i), avg(d), sum(d) FROM t", rows)
+    assert agg == [{"sum(i)": 1, "avg(d)": D.Decimal("1.250000"), "sum(d)": D.Decimal("1.25")}]
+
+
+@pytest.mark.parametrize("sql,error", [
+    ("SELECT 1 / 0 AS x", "DIVIDE_BY_ZERO"), ("SELECT i / 0 AS x FROM t", "DIVIDE_BY_ZERO"),
+    ("SELECT d / 0 AS x FROM t", "DIVIDE_BY_ZERO"), ("SELECT i % 0 AS x FROM t", "DIVIDE_BY_ZERO"),
+    ("SELECT i div 0 AS x FROM t", "DIVIDE_BY_ZERO"), ("SELECT CAST('2.7' AS INT) AS x", "CAST_INVALID_INPUT"),
+    ("SELECT CAST(s AS INT) AS x FROM t", "CAST_INVALID_INPUT"),
+])
+def test_duckdb_raises_where_ansi_spark_raises(sql, error):
+    with pytest.raises(QueryError, match=error):
+        _duck_rows(sql, [_row(1, "x", 1, 1.0, None, None, 1)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(-10**9, 10**9), min_size=1, max_size=12), st.integers(1, 999))
+def test_decimal_avg_and_division_are_exact_and_round_half_up(cents, k):
+    import decimal as D
+
+    values = [D.Decimal(c).scaleb(-2) for c in cents]
+    rows = [_row(1, None, v, None, None, None, None) for v in values]
+    got = _duck_rows(f"SELECT avg(d) AS a, sum(d) / {k} AS q FROM t", rows)[0]
+    ctx = D.Context(prec=80, rounding=D.ROUND_HALF_UP)
+    total = sum(values, D.Decimal(0))
+    assert got["a"] == ctx.divide(total, len(values)).quantize(D.Decimal("1e-6"), context=ctx)
+    assert got["q"] == ctx.divide(total, k).quantize(D.Decimal("1e-6"), context=ctx)
+
+
+def test_duckdb_sandbox_reads_only_the_tables(tmp_path):
+    from lakehouse.query.duckdb import connect, sandbox
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n1\n")
+    con = connect()
+    sandbox(con, [])
+    for sql in (f"SELECT * FROM read_csv('{secret}')", f"SELECT * FROM '{secret}'",
+                f"COPY (SELECT 1) TO '{tmp_path / 'out.csv'}'", "SET enable_external_access = true",
+                f"ATTACH '{tmp_path / 'x.db'}' AS x"):
+        with pytest.raises(Exception):  # noqa: B017 - DuckDB's permission and lock errors
+            con.execute(sql)
+    assert not (tmp_path / "out.csv").exists()

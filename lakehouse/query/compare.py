@@ -76,3 +76,46 @@ def compare(left: pa.Table, right: pa.Table, left_name: str = "spark", right_nam
             if not _close(u, v):
                 return Comparison(False, f"row {i + 1} (sorted), column {col}: {left_name} {u!r} vs {right_name} {v!r}")
     return Comparison(True, "")
+
+
+def json_rows(t: pa.Table) -> list[list[Any]]:
+    """A result's rows as ``lakehouse query --format json`` renders their values."""
+    from lakehouse.output import json_value
+
+    cols = [c.to_pylist() for c in t.columns]
+    return [[json_value(v) for v in row] for row in zip(*cols)] if cols else []
+
+
+def _same_json_value(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=REL_TOL)
+    return a == b
+
+
+def compare_json(left: pa.Table, right: pa.Table, left_name: str = "spark",
+                 right_name: str = "duckdb") -> Comparison:
+    """Whether two results print the same JSON: the same column names and JSON values (a number
+    stays a number, a decimal stays a string with its scale); rows as multisets; floats may
+    differ in the last digits (engines add in different orders)."""
+    from lakehouse.output import dumps
+
+    if left.column_names != right.column_names:
+        return Comparison(False, f"columns differ: {left_name} {left.column_names} vs "
+                                 f"{right_name} {right.column_names}")
+    a, b = json_rows(left), json_rows(right)
+    if dumps(a) == dumps(b):
+        return Comparison(True, "")
+    if len(a) != len(b):
+        return Comparison(False, f"row counts differ: {left_name} {len(a)} vs {right_name} {len(b)}")
+
+    def key(row: list[Any]) -> tuple[Any, ...]:
+        return _sort_key(tuple(row))
+
+    for i, (x, y) in enumerate(zip(sorted(a, key=key), sorted(b, key=key))):
+        for col, u, v in zip(left.column_names, x, y):
+            if not _same_json_value(u, v):
+                return Comparison(False, f"row {i + 1} (sorted), column {col}: {left_name} "
+                                         f"{dumps(u)} vs {right_name} {dumps(v)}")
+    return Comparison(True, "")

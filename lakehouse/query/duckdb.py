@@ -3,6 +3,11 @@
 The delta extension comes from the package index (duckdb-extension-delta) and is loaded from
 its installed file, so no extension repository is needed. DuckDB's TimeZone is set to UTC so
 that UTC days match Spark's.
+
+A user's query is checked by the read-only guard (lakehouse.query.guard), translated with
+Spark's semantics, names and result types (lakehouse.query.dialect), and runs on a connection
+that can read only the tables' directories (enable_external_access off, configuration locked):
+a second line of defence behind the guard.
 """
 
 from __future__ import annotations
@@ -38,13 +43,27 @@ def delta_extension_path() -> str:
 
 
 def connect() -> Any:
-    """A DuckDB connection with the delta extension loaded and TimeZone = UTC."""
+    """A DuckDB connection with the delta extension and lakehouse's macros; TimeZone = UTC."""
     import duckdb
+
+    from lakehouse.query.dialect import MACROS
 
     con = duckdb.connect(":memory:")
     con.execute(f"LOAD '{_lit(delta_extension_path())}'")
     con.execute("SET TimeZone = 'UTC'")
+    for m in MACROS:
+        con.execute(m)
     return con
+
+
+def sandbox(con: Any, tables: list[TableSource]) -> None:
+    """From now on the connection reads only the tables' directories and cannot be reconfigured."""
+    dirs = [d.rstrip("/") + "/" for t in tables for d in (t.paths.live, t.paths.archive)]
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute(f"SET allowed_directories = [{', '.join(repr(_lit(d)) for d in dirs)}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
 
 
 def _lit(s: str) -> str:
@@ -94,12 +113,41 @@ def transpile(sql: str) -> str:
     return statements[0]
 
 
+def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]:
+    """Each table's visible columns with their Spark types (for the translator)."""
+    from lakehouse.definitions import PARTITION_COLUMN
+    from lakehouse.query.dialect import COLUMN_TYPES
+
+    out = {}
+    for t in tables:
+        types = {c.name: COLUMN_TYPES.get(c.type.name, str(c.type)) for c in t.definition.columns}
+        types[PARTITION_COLUMN] = "date"
+        out[t.name] = [(c, types.get(c)) for c in t.definition.visible_columns]
+    return out
+
+
+def translate(tables: list[TableSource], sql: str) -> Any:
+    """Check one Spark SQL statement and translate it for DuckDB (a dialect.Translation)."""
+    from lakehouse.query import guard
+    from lakehouse.query.dialect import Translator, duck_refuse
+
+    checked = guard.check(sql)
+    if checked.kind != "query":
+        raise duck_refuse(checked.kind.upper(), "its output is Spark's own")
+    assert checked.tree is not None
+    return Translator(schema(tables)).translate(checked.tree)
+
+
 def run(tables: list[TableSource], sql: str, con: Any | None = None) -> pa.Table:
-    """Run one Spark SQL statement on DuckDB; the result as Arrow."""
+    """Run one read-only Spark SQL statement on DuckDB with Spark's semantics; Arrow out."""
+    from lakehouse.query.dialect import conform
+
+    tr = translate(tables, sql)
     con = con or connect()
     register_views(con, tables)
-    duck_sql = transpile(sql)
+    sandbox(con, tables)
     try:
-        return con.execute(duck_sql).fetch_arrow_table()
+        result = con.execute(tr.sql).fetch_arrow_table()
     except Exception as e:
-        raise QueryError(f"duckdb: {str(e).strip().splitlines()[0]} (SQL as run on DuckDB: {duck_sql})") from None
+        raise QueryError(f"duckdb: {str(e).strip().splitlines()[0]} (SQL as run on DuckDB: {tr.sql})") from None
+    return conform(result, tr)
