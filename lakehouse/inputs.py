@@ -67,9 +67,16 @@ class LongLines:
     """File line numbers of lines longer than the record limit, found while reading (the lines
     themselves were skipped in pieces, never held whole)."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, track: bool = False) -> None:
         self.max_bytes = max_bytes
         self.lines: set[int] = set()
+        self.track = track
+        self.lengths: dict[int, int] = {}
+        """With ``track``: bytes of each line read and not yet taken by ``record_bytes``."""
+
+    def record_bytes(self, first: int, last: int) -> int:
+        """The bytes of the record on lines [first, last] (newlines between them counted)."""
+        return sum(self.lengths.pop(n, 0) for n in range(first, last + 1)) + (last - first)
 
     def hit(self, first: int, last: int) -> int | None:
         """The first long line in [first, last], if any."""
@@ -118,6 +125,8 @@ def utf8_lines(path: str, raw: Any, first_line: int, long: LongLines,
             long.lines.add(n)
             yield "\n"
             continue
+        if long.track:
+            long.lengths[n] = len(line) - (1 if line.endswith(b"\n") else 0)
         try:
             yield line.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -175,7 +184,11 @@ def _read_csv(path: str, columns: list[str], long: LongLines) -> Iterator[RawRec
 def csv_reader(lines: Iterator[str], long: LongLines) -> Any:
     """Python's strict CSV reader (RFC 4180 quoting, a quote inside an unquoted field taken
     literally), with fields up to the record limit."""
+    # a field past the limit is a csv.Error after which the reader resynchronises on the next
+    # line (garbage records from the rest of the field), so the field limit only bounds memory;
+    # records longer than the setting are rejected whole by their size (csv_records)
     csv.field_size_limit(max(long.max_bytes, 1 << 17))
+    long.track = True
     return csv.reader(lines, strict=True)
 
 
@@ -203,10 +216,12 @@ def csv_records(reader: Any, header: list[str], base: int, long: LongLines) -> I
             return
         except csv.Error as e:
             line = reader.line_num
+            long.record_bytes(start, base + line)
             yield RawReject(start, "", f"bad CSV: {e}")
             continue
         line = reader.line_num
-        if long.lines and long.hit(start, base + line) is not None:
+        size = long.record_bytes(start, base + line)
+        if (long.lines and long.hit(start, base + line) is not None) or size > long.max_bytes:
             yield RawReject(start, "", long.reason)
             continue
         if not row:
@@ -302,7 +317,16 @@ def parquet_records(path: str, pf: Any, row_groups: list[int] | None, first: int
 
 def _pylist(batch: Any) -> list[dict[str, Any]]:
     """A record batch as Python rows; a value Python cannot hold (a timestamp beyond year 9999,
-    say) becomes an ``Unreadable`` that the row converter rejects, instead of failing the file."""
+    say) becomes an ``Unreadable`` that the row converter rejects, instead of failing the file.
+    Zoned timestamps are read in UTC (their local time may leave years 1..9999 when the instant
+    does not)."""
+    import pyarrow as pa
+
+    zoned = [i for i, f in enumerate(batch.schema) if pa.types.is_timestamp(f.type) and f.type.tz
+             and f.type.tz not in ("UTC", "+00:00")]
+    for i in zoned:
+        f = batch.schema.field(i)
+        batch = batch.set_column(i, f.name, batch.column(i).cast(pa.timestamp(f.type.unit, tz="UTC")))
     try:
         return batch.to_pylist()  # type: ignore[no-any-return]
     except Exception:  # noqa: BLE001 - fall back to value by value

@@ -114,7 +114,9 @@ def _int_converter(lo: int, hi: int, label: str) -> Callable[[Any], int]:
                 raise BadValue(f"{_show(v)} is not {label}")
             n = int(v)
         elif isinstance(v, decimal.Decimal):
-            if v != v.to_integral_value():
+            if v.is_finite() and v != 0 and v.adjusted() > 19:  # int() of 1e1000000 takes minutes
+                raise BadValue(f"{_show(v)} is out of range for {label}")
+            if not v.is_finite() or v != v.to_integral_value():
                 raise BadValue(f"{_show(v)} is not {label}")
             n = int(v)
         elif isinstance(v, str):
@@ -168,6 +170,11 @@ def _boolean(v: Any) -> bool:
 
 def _string(v: Any) -> str:
     if isinstance(v, str):
+        if not v.isascii():
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (JSON "\ud800") no engine can store
+                raise BadValue(f"{_show(v)} is not valid Unicode text (a lone surrogate)") from None
         return v
     if isinstance(v, (bool, dict, list)):
         raise BadValue(f"{_show(v)} is not a string")
@@ -200,7 +207,7 @@ def _decimal_converter(precision: int, scale: int) -> Callable[[Any], decimal.De
             raise BadValue(f"{_show(v)} is not {label}") from None
         if not d.is_finite():
             raise BadValue(f"{_show(v)} is not a finite {label}")
-        if d.adjusted() >= precision - scale:
+        if d != 0 and d.adjusted() >= precision - scale:  # a zero (0E+5 too) always fits
             raise BadValue(f"{_show(v)} does not fit {label}")
         try:
             q = d.quantize(quantum, rounding=decimal.ROUND_HALF_EVEN, context=_WIDE)

@@ -119,7 +119,7 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
     if fmt == "csv":
         with open(path, "rb") as f:
             first = f.readline(max_record + 1)
-        if len(first) > max_record:
+        if len(first) > max_record and not first.endswith(b"\n"):
             raise InputError(f"{path}: line 1: the header row is longer than max_record_bytes ({max_record} bytes)")
         header = tuple(_csv_header_line(path, first, columns))
         data_start, first_line = len(first), 2
@@ -127,7 +127,7 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
         _check_start(path, fmt, columns, max_record)
     if size - data_start <= block_size:
         return [Block(file_index, path, fmt, 0, data_start, size, first_line, header)]
-    starts = record_starts(path, data_start, size, block_size, quoted=(fmt == "csv"))
+    starts = record_starts(path, data_start, size, block_size, quoted=(fmt == "csv"), max_record=max_record)
     if starts is None:  # quoting that parity cannot follow: parse the file as one block
         return [Block(file_index, path, fmt, 0, data_start, size, first_line, header)]
     bounds = [(data_start, first_line), *starts]
@@ -139,7 +139,7 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
 
 
 def record_starts(path: str, data_start: int, size: int, block_size: int,
-                  quoted: bool) -> list[tuple[int, int]] | None:
+                  quoted: bool, max_record: int | None = None) -> list[tuple[int, int]] | None:
     """(byte offset, file line) of the first record start at or after each nominal boundary
     ``data_start + k * block_size`` (k >= 1), without duplicates; a record start is the byte after
     a newline (outside double quotes when ``quoted``).
@@ -147,7 +147,9 @@ def record_starts(path: str, data_start: int, size: int, block_size: int,
     Quote parity tells inside from outside only under RFC 4180 quoting. Python's csv reader also
     accepts a quote inside an unquoted field (``5" screen``) as a literal character, which flips
     the parity; so when ``quoted`` and any quote before the last boundary is not where RFC 4180
-    puts one (see ``quotes_follow_rfc4180``), this returns None: the file is not split."""
+    puts one (see ``quotes_follow_rfc4180``), or a lone CR (after which the reader drops the rest
+    of the line, quotes included), or a line longer than ``max_record`` (which the reader skips,
+    quotes included) comes before the last boundary, this returns None: the file is not split."""
     wanted = list(range(data_start + block_size, size, block_size))
     out: list[tuple[int, int]] = []
     if not wanted:
@@ -157,6 +159,7 @@ def record_starts(path: str, data_start: int, size: int, block_size: int,
         newlines_before = 1 if data_start else 0  # newlines in [0, chunk start): the header's
         quotes_before = 0
         before = -1
+        last_nl = data_start - 1  # the newline that ends the line before the data
         w = 0
         lo = data_start
         while w < len(wanted):
@@ -172,6 +175,17 @@ def record_starts(path: str, data_start: int, size: int, block_size: int,
                 after = peek[0] if peek else -1
                 if not quotes_follow_rfc4180(chunk, q, before, after, quotes_before):
                     return None
+                cr = np.flatnonzero(chunk == _CR)
+                if len(cr):
+                    nxt = np.where(cr + 1 < len(chunk), chunk[np.minimum(cr + 1, len(chunk) - 1)], after)
+                    if np.any(nxt != _NL):
+                        return None
+                if max_record is not None:
+                    ends = np.append(nl + lo, lo + len(chunk))  # the open line so far counts too
+                    if len(ends) and np.max(np.diff(np.insert(ends, 0, last_nl))) - 1 > max_record:
+                        return None
+                    if len(nl):
+                        last_nl = int(nl[-1]) + lo
                 outside = ((quotes_before + np.searchsorted(q, nl)) % 2) == 0
                 quotes_before += len(q)
                 candidates = np.flatnonzero(outside)  # indexes into nl
@@ -193,6 +207,14 @@ def record_starts(path: str, data_start: int, size: int, block_size: int,
             newlines_before += len(nl)
             lo += len(chunk)
     return out
+
+
+def _longest_line(buf: np.ndarray) -> int:
+    """The longest line of ``buf`` in bytes, its newline not counted."""
+    nl = np.flatnonzero(buf == _NL)
+    ends = np.append(nl, len(buf))
+    starts = np.insert(nl + 1, 0, 0)
+    return int(np.max(ends - starts)) if len(ends) else 0
 
 
 def quotes_follow_rfc4180(buf: np.ndarray, q: np.ndarray, before: int, after: int, parity: int) -> bool:
@@ -247,7 +269,9 @@ def _csv_header_line(path: str, first: bytes, columns: list[str]) -> list[str]:
 def _check_start(path: str, fmt: Format, columns: list[str], max_record: int) -> None:
     """Reject a file whose start shows it is not what it claims (a gzip stream included)."""
     for rec in read_records(path, fmt, columns, max_record):
-        if fmt == "json" and isinstance(rec, RawReject):
+        # a first line that is not even an object's start shows another format (CSV, say); a bad
+        # object (too deep, too long, a huge number) is a reject like any other line
+        if fmt == "json" and isinstance(rec, RawReject) and rec.raw and not rec.raw.lstrip().startswith("{"):
             raise InputError(f"{path}: line {rec.line}: not JSON Lines ({rec.reason})")
         return
     if fmt == "json":
@@ -274,6 +298,9 @@ def _plan_parquet(path: str, columns: list[str], block_size: int, file_index: in
 
 _FAST_INT = r"^-?[0-9]+$"
 _FAST_FLOAT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_FAST_DECIMAL = r"^[+-]?[0-9]{1,38}(\.[0-9]{0,38})?$"
+"""Plain decimal text Arrow casts exactly (longer text wraps beyond 128 bits; exponents are left
+to the row converter)."""
 _FAST_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 _FAST_TS = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})?$"
 _FAST_BOOL = {"true": True, "t": True, "1": True, "yes": True, "y": True,
@@ -298,9 +325,13 @@ def fast_csv_block(definition: TableDefinition, block: Block) -> pa.Table | None
         data = f.read(block.end - block.start)
     if not data:
         return None
+    if data.startswith(b"\xef\xbb\xbf"):
+        return None  # Arrow drops a leading U+FEFF; the row path keeps it in the value
     buf = np.frombuffer(data, dtype=np.uint8)
     if not quotes_follow_rfc4180(buf, np.flatnonzero(buf == _QUOTE), -1, -1, 0):
         return None  # Arrow reads `"x"y` as xy; Python's strict reader rejects it
+    if _longest_line(buf) > definition.ingest.max_record_bytes:
+        return None  # the row path rejects the over-long record
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     try:
         table = pcsv.read_csv(
@@ -350,6 +381,10 @@ def _fast_cast(raw: pa.Array, kind: str, target: pa.DataType, pc: Any) -> pa.Arr
         if pc.sum(pc.invert(ok).cast(pa.int64())).as_py():
             raise _Slow
 
+    def no_year_zero() -> None:  # Arrow reads year 0000; Python (the row path) does not
+        if pc.any(pc.starts_with(raw, "0000")).as_py():
+            raise _Slow
+
     if kind == "string":
         return raw
     if kind in ("int", "long"):
@@ -359,7 +394,7 @@ def _fast_cast(raw: pa.Array, kind: str, target: pa.DataType, pc: Any) -> pa.Arr
         all_match(_FAST_FLOAT)
         return pc.add(pc.cast(raw, pa.float64()), 0.0)  # -0.0 -> 0.0, as the row converter does
     if kind == "decimal":
-        all_match(_FAST_FLOAT)
+        all_match(_FAST_DECIMAL)
         return pc.cast(raw, target)  # raises when rounding or precision would lose data
     if kind == "boolean":
         low = pc.utf8_lower(raw)
@@ -370,9 +405,11 @@ def _fast_cast(raw: pa.Array, kind: str, target: pa.DataType, pc: Any) -> pa.Arr
         return pc.take(pa.array(list(_FAST_BOOL.values())), idx)
     if kind == "date":
         all_match(_FAST_DATE)
+        no_year_zero()
         return _in_range(pc.cast(raw, pa.date32()), _MIN_DATE, _MAX_DATE, pc)
     if kind == "timestamp":
         all_match(_FAST_TS)
+        no_year_zero()
         s = pc.replace_substring_regex(raw, r"^(.{10}) ", r"\1T")
         zoned = pc.match_substring_regex(s, r"(Z|[+-][0-9]{2}:[0-9]{2})$")
         s = pc.if_else(zoned, s, pc.binary_join_element_wise(s, "Z", ""))
@@ -494,7 +531,11 @@ def _parse_rows(definition: TableDefinition, block: Block, batch_rows: int) -> I
         yield file_error(unexpected(block.path, e))
         return
     if rows:
-        yield flush()
+        try:
+            last = flush()
+        except Exception as e:  # noqa: BLE001
+            last = file_error(unexpected(block.path, e))
+        yield last
 
 
 def unexpected(path: str, e: BaseException) -> str:
