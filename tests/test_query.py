@@ -39,7 +39,7 @@ def test_every_saved_query_agrees_on_both_engines(loaded_repo):
     queries = loaded_repo.lh.saved_queries()
     assert len(queries) >= 4
     for q in queries:
-        s, d, cmp = loaded_repo.lh.compare_engines(q.sql)
+        s, _, cmp = loaded_repo.lh.compare_engines(q.sql)
         assert cmp.equal, f"queries/{q.path.name}: {cmp.detail}"
         assert s.num_rows > 0, f"queries/{q.path.name} returned nothing on the demo data"
 
@@ -359,3 +359,77 @@ def test_duckdb_sandbox_reads_only_the_tables(tmp_path):
         with pytest.raises(Exception):  # noqa: B017 - DuckDB's permission and lock errors
             con.execute(sql)
     assert not (tmp_path / "out.csv").exists()
+
+
+# -- both engines through Lakehouse.query (real Spark, real DuckDB) ------------------------------
+
+
+@pytest.mark.spark
+def test_the_issue_example_prints_the_same_json_on_both_engines(loaded_repo):
+    from lakehouse.output import dumps
+
+    sql = "SELECT sum(duration_s), avg(fare_local) FROM trips"
+    s = dumps(loaded_repo.lh.query(sql, "spark").to_pylist())
+    d = dumps(loaded_repo.lh.query(sql, "duckdb").to_pylist())
+    assert s == d
+    assert '"sum(duration_s)": ' in s and '"avg(fare_local)": "' in s  # a bigint; a decimal string
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sql,construct", [
+    ("INSERT INTO trips SELECT * FROM trips", "INSERT"),
+    ("SELECT * FROM parquet.`/etc`", "path-qualified table"),
+    ("SELECT * FROM trips; DROP TABLE trips", "more than one statement"),
+    ("EXPLAIN DELETE FROM trips", "EXPLAIN DELETE"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "read_csv()"),
+])
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_both_engines_refuse_what_is_not_read_only(loaded_repo, sql, construct, engine):
+    with pytest.raises(QueryError) as e:
+        loaded_repo.lh.query(sql, engine)
+    assert str(e.value).startswith("query: ") and construct in str(e.value)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sql,kind", [
+    ("INSERT INTO trips SELECT * FROM trips", "query"), ("CACHE TABLE trips", "query"),
+    ("SELECT * FROM csv.`/x`", "query"), ("WITH a AS (SELECT * FROM json.`/x`) SELECT * FROM a", "query"),
+    ("SELECT * FROM trips WHERE EXISTS (SELECT 1 FROM text.`/etc/passwd`)", "query"),
+    ("SELECT * FROM read_files('/x')", "query"), ("SELECT 1", "show"), ("SHOW TABLES", "describe"),
+])
+def test_sparks_own_parse_is_checked_too(spark, sql, kind):
+    """The second line of defence: whatever sqlglot thought, Spark's parse must agree."""
+    from lakehouse.query.guard import Checked
+    from lakehouse.query.spark import confirm
+
+    plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+    with pytest.raises(QueryError, match=r"^query: .* \(as Spark parses it\)"):
+        confirm(spark, plan, Checked(kind, None))  # type: ignore[arg-type]
+
+
+@pytest.mark.spark
+def test_show_describe_explain_run_on_spark_and_are_refused_on_duckdb(loaded_repo):
+    for sql in ("SHOW TABLES", "DESCRIBE trips", "EXPLAIN SELECT count(*) FROM trips"):
+        assert loaded_repo.lh.query(sql, "spark").num_rows > 0
+        with pytest.raises(QueryError, match=r"^duckdb: (SHOW|DESCRIBE|EXPLAIN) is refused"):
+            loaded_repo.lh.query(sql, "duckdb")
+
+
+@pytest.mark.spark
+def test_verify_has_a_check_per_saved_query(loaded_repo):
+    from lakehouse.verify import saved_query_checks
+
+    bad = loaded_repo.root / "queries" / "zz_approx.sql"
+    bad.write_text("SELECT percentile_approx(duration_s, 0.5) AS p FROM trips\n")
+    try:
+        checks = {c.name: c for c in saved_query_checks(loaded_repo.lh)}
+        only_clicks = saved_query_checks(loaded_repo.lh, "clicks")
+    finally:
+        bad.unlink()
+    names = [q.path.name for q in loaded_repo.lh.saved_queries()]
+    assert all(any(n in name for name in checks) for n in names)
+    failing = [c for c in checks.values() if not c.ok]
+    assert [c.name for c in failing] == [
+        "saved query zz_approx.sql gives the same answer on both engines"]
+    assert "percentile_approx() is refused" in failing[0].detail
+    assert only_clicks == []  # no saved query reads clicks
