@@ -169,7 +169,6 @@ class Translator:
 
     def __init__(self, tables: dict[str, Columns]) -> None:
         self.tables = {k.lower(): v for k, v in tables.items()}
-        self.types: dict[int, str | None] = {}
 
     # public ------------------------------------------------------------------------------
 
@@ -241,9 +240,8 @@ class Translator:
                     types.append(t)
                     exprs.append(p)
                 continue
-            t = self.expr(p, scope, ctes)
-            names.append(spark_name(p))
-            types.append(t)
+            names.append(spark_name(p))  # before the rewrites below change the expression
+            types.append(self.expr(p, scope, ctes))
             exprs.append(p)
         for key in ("where", "having", "qualify"):
             if q.args.get(key) is not None:

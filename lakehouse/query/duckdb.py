@@ -87,7 +87,7 @@ def split_sql(t: TableSource, live: Any = None, archive: Any = None) -> str:
     if archive.cutoff is not None:
         import datetime as dt
 
-        day = dt.datetime.fromtimestamp(archive.cutoff, dt.timezone.utc).date().isoformat()
+        day = dt.datetime.fromtimestamp(archive.cutoff, dt.UTC).date().isoformat()
         live_sql += (f" WHERE \"event_date\" >= DATE '{day}'"
                      f" AND {_ident(t.definition.event_time)} >= to_timestamp({archive.cutoff})")
     return f"{arch} UNION ALL {live_sql}"
@@ -148,6 +148,6 @@ def run(tables: list[TableSource], sql: str, con: Any | None = None) -> pa.Table
     sandbox(con, tables)
     try:
         result = con.execute(tr.sql).fetch_arrow_table()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"duckdb: {str(e).strip().splitlines()[0]} (SQL as run on DuckDB: {tr.sql})") from None
     return conform(result, tr)
