@@ -408,8 +408,8 @@ def test_sparks_own_parse_is_checked_too(spark, sql, kind):
 
 
 @pytest.mark.spark
-def test_show_describe_explain_run_on_spark_and_are_refused_on_duckdb(loaded_repo):
-    for sql in ("SHOW TABLES", "DESCRIBE trips", "EXPLAIN SELECT count(*) FROM trips"):
+def test_show_explain_and_extended_describe_run_on_spark_and_are_refused_on_duckdb(loaded_repo):
+    for sql in ("SHOW TABLES", "DESCRIBE EXTENDED trips", "EXPLAIN SELECT count(*) FROM trips"):
         assert loaded_repo.lh.query(sql, "spark").num_rows > 0
         with pytest.raises(QueryError, match=r"^duckdb: (SHOW|DESCRIBE|EXPLAIN) is refused"):
             loaded_repo.lh.query(sql, "duckdb")

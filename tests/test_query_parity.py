@@ -218,7 +218,9 @@ CASES: list[tuple[str, str]] = [
     ("SELECT CAST(big AS INT) AS b FROM facts", BOTH_FAIL),
     ("SELECT id FROM facts WHERE s = 1", BOTH_FAIL),
     # read-only: refused on both engines
-    ("DESCRIBE facts", refused("DESCRIBE")),
+    ("DESCRIBE facts", SAME),
+    ("DESCRIBE TABLE dims", SAME),
+    ("DESCRIBE EXTENDED facts", refused("DESCRIBE")),
     ("EXPLAIN SELECT 1", refused("EXPLAIN")),
 ]
 
