@@ -121,7 +121,9 @@ WRITES = [
     ("MSCK REPAIR TABLE trips", "MSCK"), ("ANALYZE TABLE trips COMPUTE STATISTICS", "ANALYZE"),
     ("COPY trips TO '/tmp/x.csv'", "COPY"), ("INSTALL httpfs", "INSTALL"), ("LOAD httpfs", "LOAD"),
     ("PRAGMA version", "PRAGMA"), ("ATTACH '/tmp/x.db' AS y", "ATTACH"), ("CALL f()", "CALL"),
-    ("TABLE trips", "TABLE"),
+    ("TABLE trips", "TABLE"), ("EXECUTE IMMEDIATE 'DROP TABLE t'", "EXECUTE"),
+    ("DECLARE VARIABLE v INT", "DECLARE"), ("MAP trip_id USING 'cat' FROM trips", "MAP"),
+    ("REDUCE trip_id USING 'cat' FROM trips", "REDUCE"),
 ]
 
 
@@ -171,6 +173,9 @@ def test_guard_refuses_a_write_behind_a_query_or_explain(sql, construct):
     ("SHOW TABLES LIKE 'x'", "SHOW TABLES LIKE"),
     ("SELECT reflect('java.lang.System', 'getProperty', 'user.home')", "reflect()"),
     ("SELECT java_method('java.lang.System', 'exit', 0)", "java_method()"),
+    ("SELECT TRANSFORM(trip_id) USING 'cat /etc/passwd' AS (x) FROM trips", "TRANSFORM ... USING"),
+    ("SELECT * FROM (FROM trips SELECT TRANSFORM(trip_id) USING 'sh')", "TRANSFORM ... USING"),
+    ("SELECT * FROM IDENTIFIER('parquet.`/etc`')", "table function identifier()"),
 ])
 def test_guard_refuses_nested_and_disguised_writes(sql, construct):
     with pytest.raises(QueryError) as e:
@@ -396,6 +401,7 @@ def test_both_engines_refuse_what_is_not_read_only(loaded_repo, sql, construct, 
     ("SELECT * FROM csv.`/x`", "query"), ("WITH a AS (SELECT * FROM json.`/x`) SELECT * FROM a", "query"),
     ("SELECT * FROM trips WHERE EXISTS (SELECT 1 FROM text.`/etc/passwd`)", "query"),
     ("SELECT * FROM read_files('/x')", "query"), ("SELECT 1", "show"), ("SHOW TABLES", "describe"),
+    ("SELECT TRANSFORM(trip_id) USING 'cat' AS (x) FROM trips", "query"),
 ])
 def test_sparks_own_parse_is_checked_too(spark, sql, kind):
     """The second line of defence: whatever sqlglot thought, Spark's parse must agree."""

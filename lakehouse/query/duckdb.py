@@ -154,9 +154,8 @@ def describe(tables: list[TableSource], tree: Any) -> pa.Table:
 
 def run(tables: list[TableSource], sql: str, con: Any | None = None) -> pa.Table:
     """Run one read-only Spark SQL statement on DuckDB with Spark's semantics; Arrow out."""
-    from lakehouse.query.dialect import conform
-
     from lakehouse.query import guard
+    from lakehouse.query.dialect import conform
 
     checked = guard.check(sql)
     if checked.kind == "describe":

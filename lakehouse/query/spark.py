@@ -82,6 +82,8 @@ def confirm(spark: SparkSession, plan: Any, checked: guard.Checked) -> None:
         raise guard.refuse(f"{name} (as Spark parses it)")
     # The tree string includes CTE definitions and subqueries.
     tree = plan.treeString()
+    if "ScriptTransformation" in tree:
+        raise guard.refuse("TRANSFORM ... USING (as Spark parses it)", "it runs an external script")
     for parts in _RELATION.findall(tree):
         if ", " in parts:
             raise guard.refuse(f"path-qualified table {parts} (as Spark parses it)",
