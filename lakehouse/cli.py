@@ -376,7 +376,11 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
 @click.pass_obj
 @handle_errors
 def query(obj: Ctx, sql: str | None, sql_file: str | None, engine: str, fmt: str | None) -> None:
-    """Run Spark SQL over all tables (each table is a view under its name)."""
+    """Run one read-only Spark SQL statement over all tables (each table is a view under its name).
+
+    SELECT, WITH, VALUES, SHOW, DESCRIBE and EXPLAIN only. Both engines print the same JSON for
+    the same SQL, or DuckDB refuses the construct by name (then use --engine spark).
+    """
     if bool(sql) == bool(sql_file):
         raise click.UsageError("give either SQL or --file F")
     if sql_file:

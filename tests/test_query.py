@@ -39,7 +39,7 @@ def test_every_saved_query_agrees_on_both_engines(loaded_repo):
     queries = loaded_repo.lh.saved_queries()
     assert len(queries) >= 4
     for q in queries:
-        s, d, cmp = loaded_repo.lh.compare_engines(q.sql)
+        s, _, cmp = loaded_repo.lh.compare_engines(q.sql)
         assert cmp.equal, f"queries/{q.path.name}: {cmp.detail}"
         assert s.num_rows > 0, f"queries/{q.path.name} returned nothing on the demo data"
 
@@ -121,7 +121,12 @@ WRITES = [
     ("MSCK REPAIR TABLE trips", "MSCK"), ("ANALYZE TABLE trips COMPUTE STATISTICS", "ANALYZE"),
     ("COPY trips TO '/tmp/x.csv'", "COPY"), ("INSTALL httpfs", "INSTALL"), ("LOAD httpfs", "LOAD"),
     ("PRAGMA version", "PRAGMA"), ("ATTACH '/tmp/x.db' AS y", "ATTACH"), ("CALL f()", "CALL"),
-    ("TABLE trips", "TABLE"),
+    ("TABLE trips", "TABLE"), ("EXECUTE IMMEDIATE 'DROP TABLE t'", "EXECUTE"),
+    ("DECLARE VARIABLE v INT", "DECLARE"), ("MAP trip_id USING 'cat' FROM trips", "MAP"),
+    ("REDUCE trip_id USING 'cat' FROM trips", "REDUCE"), ("VACUUM trips", "VACUUM"),
+    ("OPTIMIZE trips", "OPTIMIZE"), ("RESTORE TABLE trips TO VERSION AS OF 1", "RESTORE"),
+    ("CONVERT TO DELTA parquet.`/x`", "CONVERT"), ("ADD FILE /etc/passwd", "ADD FILE"),
+    ("LIST JAR", "LIST JAR"), ("CLEAR CACHE", "CLEAR CACHE"),
 ]
 
 
@@ -158,7 +163,7 @@ def test_guard_refuses_a_write_behind_a_query_or_explain(sql, construct):
         with pytest.raises(QueryError) as e:
             check(text)
         msg = str(e.value)
-        assert msg.startswith("query: ") and construct in msg.upper(), msg
+        assert msg.startswith("query: ") and construct.split()[0] in msg.upper(), msg
 
 
 @pytest.mark.parametrize("sql,construct", [
@@ -171,6 +176,11 @@ def test_guard_refuses_a_write_behind_a_query_or_explain(sql, construct):
     ("SHOW TABLES LIKE 'x'", "SHOW TABLES LIKE"),
     ("SELECT reflect('java.lang.System', 'getProperty', 'user.home')", "reflect()"),
     ("SELECT java_method('java.lang.System', 'exit', 0)", "java_method()"),
+    ("SELECT TRANSFORM(trip_id) USING 'cat /etc/passwd' AS (x) FROM trips", "TRANSFORM ... USING"),
+    ("SELECT * FROM (FROM trips SELECT TRANSFORM(trip_id) USING 'sh')", "TRANSFORM ... USING"),
+    ("SELECT * FROM IDENTIFIER('parquet.`/etc`')", "table function identifier()"),
+    ("DESCRIBE HISTORY delta.`/x`", "path-qualified table delta.`/x`"),
+    ("SHOW TBLPROPERTIES delta.`/x`", "SHOW TBLPROPERTIES delta.`/x`"),
 ])
 def test_guard_refuses_nested_and_disguised_writes(sql, construct):
     with pytest.raises(QueryError) as e:
@@ -359,3 +369,78 @@ def test_duckdb_sandbox_reads_only_the_tables(tmp_path):
         with pytest.raises(Exception):  # noqa: B017 - DuckDB's permission and lock errors
             con.execute(sql)
     assert not (tmp_path / "out.csv").exists()
+
+
+# -- both engines through Lakehouse.query (real Spark, real DuckDB) ------------------------------
+
+
+@pytest.mark.spark
+def test_the_issue_example_prints_the_same_json_on_both_engines(loaded_repo):
+    from lakehouse.output import dumps
+
+    sql = "SELECT sum(duration_s), avg(fare_local) FROM trips"
+    s = dumps(loaded_repo.lh.query(sql, "spark").to_pylist())
+    d = dumps(loaded_repo.lh.query(sql, "duckdb").to_pylist())
+    assert s == d
+    assert '"sum(duration_s)": ' in s and '"avg(fare_local)": "' in s  # a bigint; a decimal string
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sql,construct", [
+    ("INSERT INTO trips SELECT * FROM trips", "INSERT"),
+    ("SELECT * FROM parquet.`/etc`", "path-qualified table"),
+    ("SELECT * FROM trips; DROP TABLE trips", "more than one statement"),
+    ("EXPLAIN DELETE FROM trips", "EXPLAIN DELETE"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "read_csv()"),
+])
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_both_engines_refuse_what_is_not_read_only(loaded_repo, sql, construct, engine):
+    with pytest.raises(QueryError) as e:
+        loaded_repo.lh.query(sql, engine)
+    assert str(e.value).startswith("query: ") and construct in str(e.value)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sql,kind", [
+    ("INSERT INTO trips SELECT * FROM trips", "query"), ("CACHE TABLE trips", "query"),
+    ("SELECT * FROM csv.`/x`", "query"), ("WITH a AS (SELECT * FROM json.`/x`) SELECT * FROM a", "query"),
+    ("SELECT * FROM trips WHERE EXISTS (SELECT 1 FROM text.`/etc/passwd`)", "query"),
+    ("SELECT * FROM read_files('/x')", "query"), ("SELECT 1", "show"), ("SHOW TABLES", "describe"),
+    ("SELECT TRANSFORM(trip_id) USING 'cat' AS (x) FROM trips", "query"),
+])
+def test_sparks_own_parse_is_checked_too(spark, sql, kind):
+    """The second line of defence: whatever sqlglot thought, Spark's parse must agree."""
+    from lakehouse.query.guard import Checked
+    from lakehouse.query.spark import confirm
+
+    plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+    with pytest.raises(QueryError, match=r"^query: .* \(as Spark parses it\)"):
+        confirm(spark, plan, Checked(kind, None))  # type: ignore[arg-type]
+
+
+@pytest.mark.spark
+def test_show_explain_and_extended_describe_run_on_spark_and_are_refused_on_duckdb(loaded_repo):
+    for sql in ("SHOW TABLES", "DESCRIBE EXTENDED trips", "EXPLAIN SELECT count(*) FROM trips"):
+        assert loaded_repo.lh.query(sql, "spark").num_rows > 0
+        with pytest.raises(QueryError, match=r"^duckdb: (SHOW|DESCRIBE|EXPLAIN) is refused"):
+            loaded_repo.lh.query(sql, "duckdb")
+
+
+@pytest.mark.spark
+def test_verify_has_a_check_per_saved_query(loaded_repo):
+    from lakehouse.verify import saved_query_checks
+
+    bad = loaded_repo.root / "queries" / "zz_approx.sql"
+    bad.write_text("SELECT percentile_approx(duration_s, 0.5) AS p FROM trips\n")
+    try:
+        checks = {c.name: c for c in saved_query_checks(loaded_repo.lh)}
+        only_clicks = saved_query_checks(loaded_repo.lh, "clicks")
+    finally:
+        bad.unlink()
+    names = [q.path.name for q in loaded_repo.lh.saved_queries()]
+    assert all(any(n in name for name in checks) for n in names)
+    failing = [c for c in checks.values() if not c.ok]
+    assert [c.name for c in failing] == [
+        "saved query zz_approx.sql gives the same answer on both engines"]
+    assert "percentile_approx() is refused" in failing[0].detail
+    assert only_clicks == []  # no saved query reads clicks

@@ -29,7 +29,7 @@ def _norm(v: Any) -> Any:
         f = float(v)
         return "NaN" if math.isnan(f) else f
     if isinstance(v, dt.datetime):
-        v = v.replace(tzinfo=dt.timezone.utc) if v.tzinfo is None else v.astimezone(dt.timezone.utc)
+        v = v.replace(tzinfo=dt.UTC) if v.tzinfo is None else v.astimezone(dt.UTC)
         return v.isoformat()
     if isinstance(v, dt.date):
         return v.isoformat()

@@ -87,7 +87,7 @@ def split_sql(t: TableSource, live: Any = None, archive: Any = None) -> str:
     if archive.cutoff is not None:
         import datetime as dt
 
-        day = dt.datetime.fromtimestamp(archive.cutoff, dt.timezone.utc).date().isoformat()
+        day = dt.datetime.fromtimestamp(archive.cutoff, dt.UTC).date().isoformat()
         live_sql += (f" WHERE \"event_date\" >= DATE '{day}'"
                      f" AND {_ident(t.definition.event_time)} >= to_timestamp({archive.cutoff})")
     return f"{arch} UNION ALL {live_sql}"
@@ -138,16 +138,34 @@ def translate(tables: list[TableSource], sql: str) -> Any:
     return Translator(schema(tables)).translate(checked.tree)
 
 
+def describe(tables: list[TableSource], tree: Any) -> pa.Table:
+    """``DESCRIBE t`` as Spark answers it for a table's view: col_name, data_type, comment."""
+    from lakehouse.query.dialect import duck_refuse
+
+    table = tree.this
+    plain = tree.args.get("kind") in (None, "TABLE") and not tree.args.get("style") and not any(
+        tree.args.get(k) for k in ("partition", "expressions", "format"))
+    cols = schema(tables).get(table.name.lower()) if plain and table is not None else None
+    if cols is None:
+        raise duck_refuse("DESCRIBE", "only DESCRIBE <table> is answered on DuckDB (as Spark does)")
+    return pa.table({"col_name": [c for c, _ in cols], "data_type": [t for _, t in cols],
+                     "comment": pa.array([None] * len(cols), pa.string())})
+
+
 def run(tables: list[TableSource], sql: str, con: Any | None = None) -> pa.Table:
     """Run one read-only Spark SQL statement on DuckDB with Spark's semantics; Arrow out."""
+    from lakehouse.query import guard
     from lakehouse.query.dialect import conform
 
+    checked = guard.check(sql)
+    if checked.kind == "describe":
+        return describe(tables, checked.tree)
     tr = translate(tables, sql)
     con = con or connect()
     register_views(con, tables)
     sandbox(con, tables)
     try:
         result = con.execute(tr.sql).fetch_arrow_table()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"duckdb: {str(e).strip().splitlines()[0]} (SQL as run on DuckDB: {tr.sql})") from None
     return conform(result, tr)

@@ -99,7 +99,8 @@ def parse(sql: str) -> list[exp.Expression]:
 _FORBIDDEN_WORDS = frozenset({
     "INSERT", "DELETE", "UPDATE", "MERGE", "CREATE", "DROP", "ALTER", "TRUNCATE", "ATTACH",
     "DETACH", "COPY", "INSTALL", "LOAD", "PRAGMA", "SET", "RESET", "CALL", "USE", "GRANT",
-    "EXPORT", "IMPORT", "VACUUM", "CHECKPOINT",
+    "EXPORT", "IMPORT", "VACUUM", "CHECKPOINT", "TRANSFORM", "MAP", "REDUCE", "EXECUTE",
+    "DECLARE", "OPTIMIZE", "RESTORE", "CONVERT", "GENERATE",
 })
 
 
@@ -115,11 +116,12 @@ def _name_forbidden_tokens(sql: str) -> None:
         if t.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
             continue
         word = t.text.upper()
-        if word in _FORBIDDEN_WORDS and i > 0:
-            raise refuse(f"{word} inside a query")
         following = tokens[i + 1] if i + 1 < len(tokens) else None
+        is_call = following is not None and following.token_type == TokenType.L_PAREN
+        if word in _FORBIDDEN_WORDS and i > 0 and not (word in ("MAP", "TRANSFORM") and is_call):
+            raise refuse(f"{word} inside a query")
         name = t.text.lower()
-        if following is not None and following.token_type == TokenType.L_PAREN and (
+        if is_call and (
                 name in FILE_FUNCTIONS or name.startswith(_FILE_PREFIXES)
                 or name.endswith(_FILE_SUFFIXES)):
             raise refuse(f"{name}()", "it reads files or reaches outside the query; "
@@ -231,6 +233,8 @@ def _walk(tree: exp.Expression) -> None:
     for node in tree.walk():
         if isinstance(node, _STATEMENTS):
             raise refuse(f"{statement_name(node)} inside a query")
+        if isinstance(node, exp.QueryTransform):  # SELECT TRANSFORM(...) USING 'script'
+            raise refuse("TRANSFORM ... USING", "it runs an external script")
         if isinstance(node, exp.Table):
             _check_table(node)
         elif isinstance(node, exp.Func):

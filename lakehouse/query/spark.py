@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def split_frame(spark: "SparkSession", t: TableSource, live: Snapshot | None = None,
-                archive: Snapshot | None = None) -> tuple["DataFrame", Snapshot, Snapshot]:
+def split_frame(spark: SparkSession, t: TableSource, live: Snapshot | None = None,
+                archive: Snapshot | None = None) -> tuple[DataFrame, Snapshot, Snapshot]:
     """archive UNION ALL live-at-or-after-cutoff, from pinned snapshots (live read first)."""
     from pyspark.sql import functions as F
 
@@ -43,24 +43,24 @@ def split_frame(spark: "SparkSession", t: TableSource, live: Snapshot | None = N
     return arch_df.select(*cols).unionByName(live_df.select(*cols)), live, archive
 
 
-def register_views(spark: "SparkSession", tables: list[TableSource]) -> None:
+def register_views(spark: SparkSession, tables: list[TableSource]) -> None:
     """(Re)create one temporary split view per table, on the tables' current snapshots."""
     for t in tables:
         split_frame(spark, t)[0].createOrReplaceTempView(t.name)
 
 
-def run(spark: "SparkSession", tables: list[TableSource], sql: str) -> pa.Table:
+def run(spark: SparkSession, tables: list[TableSource], sql: str) -> pa.Table:
     """Run one read-only Spark SQL statement; the result as Arrow."""
     checked = guard.check(sql)
     register_views(spark, tables)
     try:
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"spark: {_first_line(e)}") from None
     confirm(spark, plan, checked)
     try:
         return _dataframe(spark, plan).toArrow()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"spark: {_first_line(e)}") from None
 
 
@@ -69,7 +69,7 @@ _RELATION = re.compile(r"'UnresolvedRelation \[(.*?)\], ")
 _TVF = re.compile(r"'UnresolvedTableValuedFunction \[(.*?)\], ")
 
 
-def confirm(spark: "SparkSession", plan: Any, checked: guard.Checked) -> None:
+def confirm(spark: SparkSession, plan: Any, checked: guard.Checked) -> None:
     """Spark's parse agrees with the guard: the statement kind, plain table names, TVFs."""
     jvm = spark._jvm
     name = plan.getClass().getSimpleName()
@@ -82,6 +82,8 @@ def confirm(spark: "SparkSession", plan: Any, checked: guard.Checked) -> None:
         raise guard.refuse(f"{name} (as Spark parses it)")
     # The tree string includes CTE definitions and subqueries.
     tree = plan.treeString()
+    if "ScriptTransformation" in tree:
+        raise guard.refuse("TRANSFORM ... USING (as Spark parses it)", "it runs an external script")
     for parts in _RELATION.findall(tree):
         if ", " in parts:
             raise guard.refuse(f"path-qualified table {parts} (as Spark parses it)",
@@ -92,7 +94,7 @@ def confirm(spark: "SparkSession", plan: Any, checked: guard.Checked) -> None:
                                "queries read only the project's tables")
 
 
-def _dataframe(spark: "SparkSession", plan: Any) -> "DataFrame":
+def _dataframe(spark: SparkSession, plan: Any) -> DataFrame:
     """The DataFrame of an already parsed (and confirmed) plan."""
     from pyspark.sql import DataFrame
 
