@@ -236,9 +236,10 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
                    + (f", {len(result.files_rejected)} file(s) rejected" if result.files_rejected else "")
                    + (f", {len(result.files_skipped)} file(s) skipped" if result.files_skipped else "")
                    + ("; see `lakehouse rejects " + table + "`" if result.rows_rejected or result.files_rejected else ""))
-    if result.files_rejected:
-        first = result.files_rejected[0]
-        _fail(f"{first.error}; the file was set aside in rejects, other files were loaded")
+    if result.files_rejected_now:
+        first = result.files_rejected_now[0]
+        others = " (the other files were loaded)" if result.rows_loaded else ""
+        _fail(f"{first.error}; the file is in `lakehouse rejects {table}`{others}")
 
 
 # -- ingest -----------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ class ArchiveSettings(_Strict):
 
 
 SORT_FIELDS = ("TIME_IN_FILENAME", "MODIFIED_FILE_TIME")
-_SIZE = re.compile(r"^(\d+)\s*(B|KB|MB|GB|TB)?$", re.IGNORECASE)
+_SIZE = re.compile(r"^([0-9]+) *(B|KB|MB|GB|TB)?$", re.IGNORECASE)
 _SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 

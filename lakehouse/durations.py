@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+_DURATION = re.compile(r"^([0-9]+)(ms|s|m|h|d)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 

@@ -55,7 +55,7 @@ def detect_format(path: str, explicit: str | None) -> Format:
     name = path[:-3] if path.endswith(".gz") else path
     ext = os.path.splitext(name)[1].lower()
     if ext not in _EXT:
-        raise InputError(f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; pass --format csv|json|parquet")
+        raise InputError(f"{path}: cannot tell the format from the extension {ext or '(none)'!r}; name it with --input-format csv|json|parquet (load) or ingest.format (ingest)")
     return _EXT[ext]  # type: ignore[return-value]
 
 

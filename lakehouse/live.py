@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from lakehouse.commit import idempotent
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import DriftError, TableNotFound
+from lakehouse.ingest.blocks import FILE_COLUMN, LINE_COLUMN
 from lakehouse.physical import column_drift, describe
 from lakehouse.warehouse import TablePaths
 
@@ -21,9 +22,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-FILE_ORDER = "_lh_file"
-LINE_ORDER = "_lh_line"
-"""Columns of staged rows: the file's position in its batch and the line in the file (later wins)."""
 
 
 def check_loadable(definition: TableDefinition, paths: TablePaths) -> None:
@@ -42,7 +40,7 @@ def _source_frame(definition: TableDefinition, df: "DataFrame", load_id: str) ->
 
     df = df.withColumn(PARTITION_COLUMN, F.to_date(F.col(definition.event_time)))
     if definition.has_key:
-        w = Window.partitionBy(*definition.primary_key).orderBy(F.desc(FILE_ORDER), F.desc(LINE_ORDER))
+        w = Window.partitionBy(*definition.primary_key).orderBy(F.desc(FILE_COLUMN), F.desc(LINE_COLUMN))
         df = df.withColumn("_lh_rank", F.row_number().over(w)).where("_lh_rank = 1")
     return df.select(*definition.column_names, F.lit(load_id).alias(LOAD_COLUMN), PARTITION_COLUMN)
 

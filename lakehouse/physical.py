@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import rejects
-from lakehouse.definitions import HIDDEN_PREFIX, LOAD_COLUMN, PARTITION_COLUMN, Column, TableDefinition
+from lakehouse.definitions import (
+    HIDDEN_PREFIX,
+    LOAD_COLUMN,
+    PARTITION_COLUMN,
+    Column,
+    TableDefinition,
+)
 from lakehouse.types import ColumnType
 from lakehouse.warehouse import TablePaths, delta_exists, open_delta
 
@@ -163,8 +169,9 @@ def drift(definition: TableDefinition, paths: TablePaths) -> list[str]:
 
 def columns_from_dicts(table: str, columns: list[dict[str, Any]]) -> list[Column]:
     """Validate ``ctx.add_columns`` input with the same rules as tables/*.yaml."""
-    from lakehouse.definitions import DefinitionError
     from pydantic import ValidationError
+
+    from lakehouse.definitions import DefinitionError
 
     out = []
     for i, c in enumerate(columns):

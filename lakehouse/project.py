@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from lakehouse import migrations, rejects
-from lakehouse.definitions import PARTITION_COLUMN, TableDefinition, get_definition, load_definitions
+from lakehouse.definitions import (
+    PARTITION_COLUMN,
+    TableDefinition,
+    get_definition,
+    load_definitions,
+)
 from lakehouse.errors import QueryError
 from lakehouse.query import compare as compare_mod
 from lakehouse.query import sources

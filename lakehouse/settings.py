@@ -7,7 +7,6 @@ LAKEHOUSE_MASTER) > defaults (current directory, <project>/warehouse, local[*]).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,8 +55,7 @@ class Settings:
         return cls(project=project_path, warehouse=normalize_warehouse(warehouse_raw), master=master_raw)
 
 
-_GLOB = set("*?[]{}")
-_FILE_URI = re.compile(r"^file:(//(localhost)?)?(/.*)$")
+_GLOB = set("*?[]{}\\")
 
 
 def normalize_warehouse(uri: str) -> str:
@@ -72,9 +70,17 @@ def normalize_warehouse(uri: str) -> str:
     if bad:
         raise ConfigError(f"warehouse {uri!r}: the characters {' '.join(bad)} are not allowed "
                           "(Spark would expand them as a glob pattern); choose another folder name")
-    m = _FILE_URI.match(uri)
-    if m:
-        return str(Path(m.group(3)).resolve())
+    if uri.startswith("file:"):
+        rest = uri[len("file:"):]
+        if rest.startswith("//"):
+            rest = rest[2:]
+            rest = rest[len("localhost"):] if rest.startswith("localhost/") else rest
+            if not rest.startswith("/"):
+                raise ConfigError(f"warehouse {uri!r}: a file: URI names a folder on this machine "
+                                  "(file:/x, file:///x or file://localhost/x), not on another host")
+        if not rest.startswith("/"):
+            raise ConfigError(f"warehouse {uri!r}: a file: URI needs an absolute path (file:/x)")
+        return str(Path(rest).resolve())
     if "://" in uri:
         return uri.rstrip("/")
     return str(Path(uri).expanduser().resolve())

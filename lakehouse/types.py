@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 SIMPLE_TYPES = ("string", "int", "long", "double", "boolean", "date", "timestamp")
-_DECIMAL = re.compile(r"^decimal\(\s*(\d{1,2})\s*,\s*(\d{1,2})\s*\)$")
+_DECIMAL = re.compile(r"^decimal\( *([0-9]{1,2}) *, *([0-9]{1,2}) *\)$")
 
 _SPARK = {
     "string": "STRING",

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse.archive import rle
+from lakehouse.archive.state import read_snapshot
 from lakehouse.archive.vectors import current as vectors_current
 from lakehouse.archive.vectors import list_files
 from lakehouse.archive.vectors import read as read_vector
-from lakehouse.archive.state import read_snapshot
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.query import TableSource
 from lakehouse.query.compare import compare

@@ -91,7 +91,22 @@ def test_list_source_follows_symlinks_to_files_only(tmp_path):
     (tmp_path / "d").mkdir()
     (src / "dirlink.csv").symlink_to(tmp_path / "d")
     (src / "dangling.csv").symlink_to(tmp_path / "missing.csv")
-    assert [(f.name, f.size) for f in list_source(str(src), ingest_settings())] == [("link.csv", 3)]
+    # a link out of the landing directory is listed, refused (nothing about its target), and
+    # read only with follow_symlinks
+    (listed,) = list_source(str(src), ingest_settings())
+    assert listed.name == "link.csv" and "outside the landing directory" in (listed.refused or "")
+    assert "real.csv" not in listed.refused and listed.size != 3
+    followed = list_source(str(src), IngestSettings(follow_symlinks=True))
+    assert [(f.name, f.size, f.refused) for f in followed] == [("link.csv", 3, None)]
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_under_a_printable_name(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(os.path.join(os.fsencode(src), b"caf\xe9.csv"), "wb") as f:
+        f.write(b"x")
+    (listed,) = list_source(str(src), ingest_settings())
+    assert listed.name == "caf\\xe9.csv" and "not UTF-8" in (listed.refused or "")
 
 
 def test_list_source_empty_directory(tmp_path):

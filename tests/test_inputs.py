@@ -57,7 +57,8 @@ def test_detect_format_unknown_extension(name, ext):
     with pytest.raises(InputError) as ei:
         detect_format(name, None)
     assert str(ei.value) == (
-        f"{name}: cannot tell the format from the extension {ext}; pass --format csv|json|parquet"
+        f"{name}: cannot tell the format from the extension {ext}; name it with "
+        "--input-format csv|json|parquet (load) or ingest.format (ingest)"
     )
 
 

@@ -4,5 +4,8 @@
 - ``blocks``: block planning and block parsing of one file (pure: bytes in, Arrow out).
 - ``state``: the durable ingest state (queue, T_read, every file seen, the batch in flight).
 - ``scanner``: listing a landing directory; completeness of files.
-- ``pipeline``: the Spark side: parse blocks in parallel, commit a batch exactly once.
+- ``batch``: THE write path of ``load`` and ``ingest``: parse a batch's blocks in parallel
+  (Spark), stage, commit into live and rejects exactly once.
+- ``pipeline``: ``ingest``: scan, T-sort, take batches.
+- ``load``: ``load``: the files at hand as one batch, idempotent by content.
 """

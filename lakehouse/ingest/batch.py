@@ -13,6 +13,7 @@ skips the commit, so a crash at any point loads every file exactly once.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
@@ -40,7 +41,7 @@ from lakehouse.ingest.blocks import (
     plan_file,
     unexpected,
 )
-from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore
+from lakehouse.ingest.state import LOAD_SOURCE, Batch, FileEntry, IngestState, StateStore
 from lakehouse.inputs import Format, detect_format
 from lakehouse.live import commit_live
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
@@ -74,9 +75,25 @@ class BatchResult:
     """File -> (rows loaded, rows rejected) of the files that loaded."""
 
 
-def plan_entry(state: IngestState, e: FileEntry, definition: TableDefinition, file_index: int = 0) -> list[Block]:
-    """Cut one taken file into blocks; InputError (with the reason) when it cannot be read."""
+MAX_STAGE_ATTEMPTS = 3
+"""A batch whose staging job fails this often has its files failed (with the error) instead of
+blocking its source for good."""
+
+
+def plan_entry(state: IngestState, e: FileEntry, definition: TableDefinition, file_index: int = 0,
+               verify: bool = False) -> list[Block]:
+    """Cut one taken file into blocks; InputError (with the reason) when it cannot be read, when a
+    link in a landing directory leads out of it, or (``verify``) when its content is no longer the
+    content recorded when it was taken."""
     path = state.path_of(e)
+    if state.source != LOAD_SOURCE and not definition.ingest.follow_symlinks:
+        real = os.path.realpath(path)
+        if not real.startswith(state.source.rstrip("/") + "/"):  # checked at scan; again now
+            raise InputError(f"{e.name}: a symbolic link to a file outside the landing directory; "
+                             "not read (set ingest.follow_symlinks: true to allow)")
+    if verify and e.checksum and os.path.isfile(path) and content_checksum(path) != e.checksum:
+        raise InputError(f"{path}: changed since it was taken (its content is not the content recorded "
+                         "then); not loaded: load it again")
     try:
         fmt: Format = e.format or detect_format(path, definition.ingest.format)  # type: ignore[assignment]
         return plan_file(path, fmt, definition, definition.ingest.block_size, file_index)
@@ -84,6 +101,15 @@ def plan_entry(state: IngestState, e: FileEntry, definition: TableDefinition, fi
         raise
     except Exception as err:  # noqa: BLE001 - one unreadable file never stops the others
         raise InputError(unexpected(path, err)) from None
+
+
+def content_checksum(path: str) -> str:
+    """SHA-256 of a file's content (read in pieces)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _shown(state: IngestState, name: str) -> str:
@@ -133,9 +159,22 @@ class BatchRunner:
         failed_shown = [_shown(state, n) for n, _ in batch.failed]
         result = BatchResult(batch.number, [*shown, *failed_shown], recovered=recovered)
         if manifest is None and batch.files:  # (re)stage: the counts are needed even if both commits are in
-            blocks = self._plan_blocks(state, batch)
+            blocks = self._plan_blocks(state, batch, verify=recovered)
             self.on_start(batch, len(blocks))
-            manifest = self._stage(batch, blocks, staging, manifest_path)
+            try:
+                manifest = self._stage(batch, blocks, staging, manifest_path)
+            except Exception as err:  # noqa: BLE001 - retried, then the files are failed
+                batch.attempts += 1
+                self.store.save(state)
+                if batch.attempts < MAX_STAGE_ATTEMPTS:
+                    raise
+                log.error("batch %d of %s failed to stage %d times; its files are failed: %s",
+                          batch.number, state.source, batch.attempts, err)
+                reason = (f"parsing its batch ({batch.number}) failed {batch.attempts} times: "
+                          f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:300]}")
+                manifest = {"files": {str(i): {"good": 0, "rejected": 0, "error": f"{p}: {reason}"}
+                                      for i, p in enumerate(paths)},
+                            "days": [], "good": 0, "rejected": 0, "blocks": len(blocks)}
         elif manifest is None:
             manifest = {"files": {}, "days": [], "good": 0, "rejected": 0, "blocks": 0}
         result.blocks = int(manifest["blocks"])
@@ -189,14 +228,24 @@ class BatchRunner:
         result.seconds = time.monotonic() - started
         return result
 
-    def _plan_blocks(self, state: IngestState, batch: Batch) -> list[Block]:
+    def clean_staging(self, state: IngestState) -> None:
+        """Remove the staging of this source's finished batches (a crash after the state was saved
+        leaves it behind)."""
+        prefix = f"ingest-{state.key}-"
+        pending = {f"{prefix}{b.number:08d}" for b in state.pending}
+        if os.path.isdir(self.paths.staging):
+            for name in os.listdir(self.paths.staging):
+                if name.startswith(prefix) and name not in pending:
+                    remove_tree(join(self.paths.staging, name))
+
+    def _plan_blocks(self, state: IngestState, batch: Batch, verify: bool) -> list[Block]:
         blocks: list[Block] = []
         for i, name in enumerate(batch.files):
             planned = self.planned.pop(name, None)
             if planned is None:  # a batch left by a crashed run: plan again
                 e = state.files[name]
                 try:
-                    planned = plan_entry(state, e, self.definition)
+                    planned = plan_entry(state, e, self.definition, verify=verify)
                 except InputError as err:
                     planned = [Block(i, state.path_of(e), "csv", 0, 0, 0, 0, error=str(err))]
             blocks += [replace(b, file_index=i) for b in planned]

@@ -12,7 +12,6 @@ instant and run again finishes the interrupted batch first and loads every row e
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -22,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 from lakehouse import crashpoints
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
-from lakehouse.ingest.batch import BatchResult, BatchRunner, continue_numbering, plan_entry
+from lakehouse.ingest.batch import (
+    BatchResult,
+    BatchRunner,
+    content_checksum,
+    continue_numbering,
+    plan_entry,
+)
 from lakehouse.ingest.state import LOAD_SOURCE, Batch, FileEntry, IngestState, StateStore
 from lakehouse.inputs import detect_format
 from lakehouse.live import check_loadable
@@ -81,6 +86,12 @@ class LoadResult:
         return [f for f in self.files if f.error]
 
     @property
+    def files_rejected_now(self) -> list[FileResult]:
+        """Files of this command rejected whole (not those of an interrupted load it finished)."""
+        earlier = {p for b in self.recovered for p in b.files}
+        return [f for f in self.files_rejected if f.source not in earlier]
+
+    @property
     def files_skipped(self) -> list[FileResult]:
         return [f for f in self.files if f.skipped]
 
@@ -103,15 +114,6 @@ class LoadResult:
         }
 
 
-def checksum(path: str) -> str:
-    """SHA-256 of a file's content (read in pieces)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 class Load:
     """Loads files into one table through the ingest write path."""
 
@@ -131,10 +133,14 @@ class Load:
         with self.store.lock(LOAD_SOURCE, wait=LOCK_WAIT):
             state = self.store.load(LOAD_SOURCE)
             continue_numbering(state, self.paths)
-            for batch in list(state.pending):  # a load killed before it finished
+            self.runner.clean_staging(state)
+            # files of a load killed before it finished: finished first, and not taken again
+            recovered = {(state.path_of(state.files[n]), state.files[n].checksum)
+                         for b in state.pending for n in [*b.files, *(m for m, _ in b.failed)]
+                         if n in state.files}
+            for batch in list(state.pending):
                 result.batches.append(self.runner.execute(state, batch, recovered=True))
                 result.load_ids.append(state.load_id(batch))
-            recovered = {p for b in result.batches for p in b.files}
             taken = self._take(state, files, fmt, force, result, recovered)
             if taken is not None:
                 result.batches.append(self.runner.execute(state, taken))
@@ -143,7 +149,7 @@ class Load:
         return result
 
     def _take(self, state: IngestState, files: list[str], fmt: str | None, force: bool,
-              result: LoadResult, recovered: set[str]) -> Batch | None:
+              result: LoadResult, recovered: set[tuple[str, str | None]]) -> Batch | None:
         """Record the files to load as one batch (with their checksums) before anything is written."""
         now = dt.datetime.now(UTC)
         loaded: dict[str, FileEntry] = {e.checksum: e for e in state.log()
@@ -151,26 +157,35 @@ class Load:
         batch = Batch(state.next_batch, [])
         seq = state.next_seq()
         taken_sums: dict[str, str] = {}
+        taken_paths: set[str] = set()
+        recovered_paths = {p for p, _ in recovered}
         for given in files:
             path = os.path.abspath(given)
-            entry = FileEntry(f"{seq:08d}", seq, 0, 0, None, "queued", seen_at=now, path=path)
+            shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+            entry = FileEntry(f"{seq:08d}", seq, 0, 0, None, "queued", seen_at=now, path=shown)
             try:
+                if shown != path:  # no engine can carry the name; the content is never read
+                    raise InputError(f"{shown}: the file name is not UTF-8; rename the file to load it")
                 st = os.stat(path)
                 if not os.path.isfile(path):
-                    raise InputError(f"{given}: not a regular file")
+                    raise InputError(f"{path}: not a regular file")
                 entry.size, entry.mtime_ns = st.st_size, st.st_mtime_ns
                 entry.format = detect_format(path, fmt)
-                entry.checksum = checksum(path)
+                entry.checksum = content_checksum(path)
             except FileNotFoundError:
-                entry.status, entry.error = "failed", f"{given}: no such file"
+                entry.status, entry.error = "failed", f"{path}: no such file"
             except InputError as e:
                 entry.status, entry.error = "failed", str(e)
             except OSError as e:
-                entry.status, entry.error = "failed", f"{given}: cannot read: {e.strerror or e}"
+                entry.status, entry.error = "failed", f"{path}: cannot read: {e.strerror or e}"
+            if (shown, entry.checksum) in recovered or (entry.checksum is None and shown in recovered_paths):
+                continue  # finished just now from the interrupted load (whatever --force says)
+            if shown in taken_paths:
+                result.files.append(FileResult(shown, skipped="given twice in this load"))
+                continue
+            taken_paths.add(shown)
             if entry.checksum and not force:
                 prior = loaded.get(entry.checksum)
-                if path in recovered and prior is not None:
-                    continue  # finished just now by the recovery of an interrupted load
                 if prior is not None:
                     result.files.append(FileResult(path, skipped=(
                         f"already loaded (same content, sha256 {entry.checksum[:12]}) from {state.path_of(prior)} "

@@ -114,6 +114,8 @@ class Ingest:
         self.settings = definition.ingest
         self.paths = TablePaths(warehouse, definition.name)
         self.source = canonical_source(source)
+        self.spelled = source
+        """The directory as given (a state from before real paths is found by it)."""
         self.store = StateStore(self.paths)
         self.on_batch = on_batch or (lambda r: None)
         self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, on_start)
@@ -130,8 +132,10 @@ class Ingest:
         stop = stop or threading.Event()
         report = IngestReport(self.definition.name, self.source, dry_run=dry_run)
         with self.store.lock(self.source):
-            state = self.store.load(self.source)
+            state = self.store.load(self.spelled)
             continue_numbering(state, self.paths)
+            if not dry_run:
+                self.runner.clean_staging(state)
             if dry_run:
                 report.planned = list(state.pending)  # a crashed run's batches, finished first
             else:

@@ -51,15 +51,20 @@ def list_source(source: str, settings: IngestSettings) -> list[Listed]:
                     continue
                 st = e.stat()
                 refused = None
-                if e.is_symlink() and not settings.follow_symlinks:
+                name = os.fsencode(e.name).decode("utf-8", "backslashreplace")
+                if name != e.name:  # kept under a printable name; never opened
+                    refused = f"{name}: the file name is not UTF-8; rename the file to ingest it"
+                elif e.is_symlink() and not settings.follow_symlinks:
                     target = os.path.realpath(e.path)
                     if os.path.dirname(target) != root and not target.startswith(root + os.sep):
                         # the target is not named: the message must not reveal what is outside
                         refused = (f"{e.name}: a symbolic link to a file outside the landing directory; "
                                    "not read (set ingest.follow_symlinks: true to allow)")
+                if refused:
+                    st = e.stat(follow_symlinks=False)  # nothing about a target outside
             except FileNotFoundError:  # removed while we looked
                 continue
-            out.append(Listed(e.name, st.st_size, st.st_mtime_ns, refused))
+            out.append(Listed(name, st.st_size, st.st_mtime_ns, refused))
     return sorted(out, key=lambda f: f.name)
 
 

@@ -44,6 +44,20 @@ def canonical_source(source: str) -> str:
     return os.path.realpath(source).rstrip("/") or "/"
 
 
+def _legacy_key(spelled: str) -> str:
+    """The key of a landing directory before sources were known by their real path."""
+    full = os.path.abspath(spelled).rstrip("/") or "/"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(full))[:40] or "root"
+    return f"{name}-{hashlib.sha256(os.fsencode(full)).hexdigest()[:10]}"
+
+
+def _key_of(d: dict[str, Any]) -> str | None:
+    """The key a stored state's commits were made under, when it is not its source's key now."""
+    source = d["source"]
+    key = d.get("key") or (source_key(source) if source == LOAD_SOURCE else _legacy_key(source))
+    return None if key == source_key(source) else key
+
+
 def source_key(source: str) -> str:
     """A stable, readable key for a source: ``load``, or a landing directory's name and a hash of
     its real path."""
@@ -116,14 +130,17 @@ class Batch:
     files: list[str]
     failed: list[tuple[str, str]] = field(default_factory=list)
     """(file name, reason) of taken files found unreadable while planning the batch."""
-
+    attempts: int = 0
+    """Failed attempts to stage the batch (after a few, its files are failed, not retried)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"number": self.number, "files": self.files, "failed": [list(f) for f in self.failed]}
+        return {"number": self.number, "files": self.files, "failed": [list(f) for f in self.failed],
+                "attempts": self.attempts}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Batch":
-        return cls(d["number"], list(d["files"]), [(a, b) for a, b in d.get("failed", [])])
+        return cls(d["number"], list(d["files"]), [(a, b) for a, b in d.get("failed", [])],
+                   int(d.get("attempts", 0)))
 
 
 @dataclass
@@ -140,9 +157,13 @@ class IngestState:
     observed: dict[str, list[int]] = field(default_factory=dict)
     """New files not yet known complete: name -> [size, mtime_ns] at the previous scan."""
 
+    key_override: str | None = None
+    """The key of a state written before sources were known by their real path (its commits
+    carry that key in their SetTransaction app id)."""
+
     @property
     def key(self) -> str:
-        return source_key(self.source)
+        return self.key_override or source_key(self.source)
 
     @property
     def app_id(self) -> str:
@@ -174,6 +195,7 @@ class IngestState:
     def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT_VERSION,
+            "key": self.key,
             "table": self.table,
             "source": self.source,
             "t_read": None if self.t_read is None else [_ts(self.t_read.time), self.t_read.name],
@@ -195,6 +217,7 @@ class IngestState:
             pending=[Batch.from_json(b) for b in d.get("pending", [])],
             files={f.name: f for f in files},
             observed={k: list(v) for k, v in d.get("observed", {}).items()},
+            key_override=_key_of(d),
         )
 
 
@@ -211,6 +234,10 @@ class StateStore:
     def load(self, source: str) -> IngestState:
         path = self.path(source)
         full = canonical_source(source)
+        if source != LOAD_SOURCE and not os.path.exists(path):
+            legacy = join(self.folder, f"{_legacy_key(source)}.json")
+            if os.path.exists(legacy):  # written before sources were known by their real path
+                os.replace(legacy, path)
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -223,7 +250,9 @@ class StateStore:
         if data.get("format") != FORMAT_VERSION:
             raise LakehouseError(f"{path}: ingest state format {data.get('format')!r} is not {FORMAT_VERSION}")
         try:
-            return IngestState.from_json(data)
+            state = IngestState.from_json(data)
+            state.source = full  # the file is named by the real path; the key keeps its commits'
+            return state
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LakehouseError(f"{path}: corrupt ingest state: {e!r}") from None
 
