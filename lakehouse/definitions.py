@@ -349,7 +349,7 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def _format_error(err: dict[str, Any]) -> str:
+def _format_error(err: Any) -> str:
     loc = _format_loc(tuple(err["loc"]))
     kind = err["type"]
     if kind == "extra_forbidden":

@@ -254,7 +254,8 @@ def run_demo(lh: Any, reset: bool, rows: int, days: int) -> bool:
     from lakehouse.warehouse import scan
 
     p = lh.paths("trips")
-    cutoff = read_snapshot(p.archive).cutoff
+    snap = read_snapshot(p.archive)
+    cutoff = snap.cutoff if snap else None
     per_day = "SELECT event_date, count(*) AS n FROM t {} GROUP BY event_date"
     arch = {r["event_date"]: r["n"] for r in scan(p.archive, per_day.format("")).to_pylist()}
     livep = {r["event_date"]: r["n"] for r in scan(

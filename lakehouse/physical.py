@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lakehouse import rejects
 from lakehouse.definitions import (
@@ -45,7 +45,7 @@ def table_schema(definition: TableDefinition) -> "StructType":
     """The Spark schema of live and archive: the columns, then event_date."""
     from pyspark.sql.types import StructType
 
-    return StructType.fromDDL(definition.spark_ddl())
+    return cast(StructType, StructType.fromDDL(definition.spark_ddl()))
 
 
 def create_delta(
@@ -70,7 +70,7 @@ def create_table(spark: "SparkSession", paths: TablePaths, definition: TableDefi
     props = definition.properties()
     create_delta(spark, paths.live, schema, True, props)
     create_delta(spark, paths.archive, schema, True, props)
-    create_delta(spark, paths.rejects, StructType.fromDDL(rejects.DDL), False, {"lakehouse.table": definition.name})
+    create_delta(spark, paths.rejects, cast(StructType, StructType.fromDDL(rejects.DDL)), False, {"lakehouse.table": definition.name})
 
 
 @dataclass(frozen=True)

@@ -262,7 +262,7 @@ class RowConverter:
 
     def convert(self, record: Mapping[str, Any]) -> tuple[Any, ...]:
         """The typed row in column order; BadValue naming the column and reason otherwise."""
-        out = []
+        out: list[Any] = []
         for name, conv, required, type_label in self._columns:
             if name not in record:
                 if required:

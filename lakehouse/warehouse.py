@@ -15,9 +15,12 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.settings import is_local
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def remove_tree(path: str) -> None:
     from lakehouse.session import get_spark
 
     spark = get_spark()
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
     hpath = jvm.org.apache.hadoop.fs.Path(path)
     fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     fs.delete(hpath, True)

@@ -10,7 +10,7 @@ is not above the recorded one, so replaying a run cannot move the cutoff back.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.warehouse import delta_exists
 
@@ -41,7 +41,7 @@ def read_snapshot(path: str, version: int | None = None) -> Snapshot | None:
 
 def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
     """The latest version of a Delta table and its cutoff, from Spark's Delta log."""
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
     snap = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
     txn = snap.transactions().get(CUTOFF_APP_ID)

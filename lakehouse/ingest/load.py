@@ -145,7 +145,7 @@ class Load:
             if taken is not None:
                 result.batches.append(self.runner.execute(state, taken))
                 result.load_ids.append(state.load_id(taken))
-        self._report_files(result, recovered)
+        self._report_files(result)
         return result
 
     def _take(self, state: IngestState, files: list[str], fmt: str | None, force: bool,
@@ -216,7 +216,7 @@ class Load:
         crashpoints.reached("ingest_after_take")
         return batch
 
-    def _report_files(self, result: LoadResult, recovered: set[str]) -> None:
+    def _report_files(self, result: LoadResult) -> None:
         for b in result.batches:
             for p in b.files:
                 if p in b.errors:

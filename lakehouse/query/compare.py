@@ -37,7 +37,7 @@ def _norm(v: Any) -> Any:
 
 
 def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    out = []
+    out: list[tuple[int, Any]] = []
     for v in row:
         if v is None:
             out.append((0, ""))

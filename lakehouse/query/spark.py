@@ -71,7 +71,7 @@ _TVF = re.compile(r"'UnresolvedTableValuedFunction \[(.*?)\], ")
 
 def confirm(spark: SparkSession, plan: Any, checked: guard.Checked) -> None:
     """Spark's parse agrees with the guard: the statement kind, plain table names, TVFs."""
-    jvm = spark._jvm
+    jvm: Any = spark._jvm
     name = plan.getClass().getSimpleName()
     if checked.kind == "query":
         for trait in ("Command", "ParsedStatement"):
@@ -98,7 +98,8 @@ def _dataframe(spark: SparkSession, plan: Any) -> DataFrame:
     """The DataFrame of an already parsed (and confirmed) plan."""
     from pyspark.sql import DataFrame
 
-    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
+    jvm: Any = spark._jvm
+    jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
     return DataFrame(jdf, spark)
 
 
