@@ -458,3 +458,21 @@ def test_changed_sort_columns_and_added_columns_are_never_read_wrong_and_get_ree
     assert p.lh.vectors("trips", d18, "tip").table.column("value").to_pylist() == [None, 0.5, None, None]
     checks = p.lh.verify("trips")
     assert all(c.ok and "skipped" not in c.detail for c in checks), [c for c in checks if not c.ok or c.detail]
+
+
+def test_a_killed_holder_on_this_machine_frees_the_lease_at_once(tmp_path):
+    import signal
+    import time
+
+    from lakehouse.commit import Lease, read_lease
+
+    folder = str(tmp_path / "lease")
+    code = (f"from lakehouse.commit import Lease; import os, signal; Lease({folder!r}, 'x', ttl=600).acquire(); "
+            "os.kill(os.getpid(), signal.SIGKILL)")
+    p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=60)
+    assert p.returncode == -signal.SIGKILL
+    dead = read_lease(folder)
+    assert dead.expires > time.time() + 300 and dead.pid != os.getpid()
+    with Lease(folder, "x", ttl=30) as lease:  # the holder is gone: no need to wait 600 s
+        assert read_lease(folder).generation == dead.generation + 1
+        lease.check()
