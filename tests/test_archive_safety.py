@@ -666,3 +666,49 @@ def test_a_killed_holder_on_this_machine_frees_the_lease_at_once(tmp_path):
     with Lease(folder, "x", ttl=30) as lease:  # the holder is gone: no need to wait 600 s
         assert read_lease(folder).generation == dead.generation + 1
         lease.check()
+
+
+@pytest.mark.spark
+def test_two_runs_with_the_same_cutoff_in_parallel_without_any_lock_lose_nothing(project, spark):
+    """Two runs planned on the same snapshots execute at the same time with no lock at all (the
+    lease is what prevents this; here each run's own staging and the commit checks must hold)."""
+    import threading
+
+    from lakehouse.archive.job import ArchiveJob
+
+    p = project.table(TRIPS_SMALL).create("trips")
+    start = ts("2026-11-10T00:00:00Z")
+    rows = [
+        [f"t{i}", i % 5, i % 3, 1.0, float(i % 97), (start + dt.timedelta(minutes=53 * i)).isoformat()]
+        for i in range(300)
+    ]
+    load(p, "a.csv", rows[:150])
+    p.lh.archive("trips", now=ts("2026-11-13T00:00:00Z"))
+    load(p, "b.csv", rows[150:])
+    q = "SELECT count(*) AS n, count(DISTINCT trip_id) AS k, sum(fare_total) AS s FROM trips"
+    want = [{"n": 300, "k": 300, "s": sum(r[4] for r in rows)}]
+    d = p.lh.definition("trips")
+    jobs = [ArchiveJob(spark, p.settings.warehouse, d) for _ in range(2)]
+    now = ts("2026-11-20T00:00:00Z")
+    plans = [j.plan(now) for j in jobs]
+    assert plans[0].cutoff == plans[1].cutoff
+    outcomes: list = [None, None]
+
+    def run(i):
+        try:
+            outcomes[i] = jobs[i].execute(plans[i])
+        except Exception as e:  # noqa: BLE001 - the loser may fail; it must not lose rows
+            outcomes[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert any(not isinstance(o, Exception) and o.committed for o in outcomes), outcomes
+    assert p.lh.query(q, "duckdb").to_pylist() == want, outcomes
+    p.lh.archive("trips", now=now)  # recovers whatever the loser left
+    assert p.lh.query(q, "duckdb").to_pylist() == want
+    assert p.lh.query(q, "spark").to_pylist() == want
+    assert p.lh.tables()[0].waiting_rows == 0
+    assert all(c.ok for c in p.lh.verify("trips")), [c for c in p.lh.verify("trips") if not c.ok]
