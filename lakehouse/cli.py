@@ -459,7 +459,9 @@ def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: 
         return
     click.echo(f"{table}: cutoff {plan.previous_cutoff} -> {plan.cutoff} ({output.format_timestamp(_cutoff_dt(plan.cutoff))}); "
                f"{result.rows_archived} rows archived into {len(plan.days)} day(s), {result.rows_purged} purged from live, "
-               f"{result.vector_files} vector files, {result.seconds:.1f}s")
+               f"{result.vector_files} vector files, {result.seconds:.1f}s"
+               + (f"; {len(plan.reencode_days)} day(s) archived under other settings re-sorted and re-encoded"
+                  if plan.reencode_days else ""))
 
 
 def _cutoff_dt(cutoff: int) -> Any:

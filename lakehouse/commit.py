@@ -95,8 +95,9 @@ def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[N
 # generation files ``<n>.json`` (holder id, host, pid, expiry); the current lease is the highest
 # generation. Taking a lease creates the next generation with O_CREAT|O_EXCL, which exactly one
 # process wins; a free (released or expired) lease is taken the same way, so a crashed holder
-# blocks others only until its expiry. The holder renews by rewriting its own generation file
-# while it runs, and checks before each irreversible step that no newer generation exists.
+# blocks others only until its expiry (at once on its own machine, where its pid is seen gone).
+# The holder renews by rewriting its own generation file while it runs, and checks before each
+# irreversible step that no newer generation exists.
 
 import json as _json
 import os as _os
@@ -128,13 +129,39 @@ class LeaseInfo:
     expires: float
     """Epoch seconds; 0 when released."""
     purpose: str = ""
+    node: str = ""
+    """Boot id and pid namespace of the holder: where its pid means something."""
 
     def as_dict(self) -> dict[str, object]:
         return {"generation": self.generation, "holder": self.holder, "host": self.host, "pid": self.pid,
                 "expires": self.expires, "purpose": self.purpose}
 
     def free(self, now: float) -> bool:
-        return self.expires <= now
+        """Released, expired, or held by a process of this machine that is gone (SIGKILL)."""
+        return self.expires <= now or (self.node == _node() and not _alive(self.pid))
+
+
+def _node() -> str:
+    """This machine and pid namespace (pids are only comparable within one)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        ns = _os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""  # unknown: never judge a holder dead by its pid
+    return f"{_socket.gethostname()}/{boot}/{ns}"
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return True
+    try:
+        _os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _lease_generations(folder: str) -> list[int]:
@@ -155,7 +182,8 @@ def read_lease(folder: str) -> LeaseInfo | None:
             continue
         except ValueError:  # being written by O_EXCL create right now: treat as held
             return LeaseInfo(gen, "?", "?", 0, time.time() + LEASE_TTL_SECONDS)
-        return LeaseInfo(gen, d["holder"], d["host"], int(d["pid"]), float(d["expires"]), d.get("purpose", ""))
+        return LeaseInfo(gen, d["holder"], d["host"], int(d["pid"]), float(d["expires"]), d.get("purpose", ""),
+                         d.get("node", ""))
     return None
 
 
@@ -179,7 +207,7 @@ class Lease:
 
     def _body(self, expires: float) -> bytes:
         return _json.dumps({"holder": self.holder, "host": _socket.gethostname(), "pid": _os.getpid(),
-                            "expires": expires, "purpose": self.purpose}).encode()
+                            "expires": expires, "purpose": self.purpose, "node": _node()}).encode()
 
     def acquire(self) -> Lease:
         _os.makedirs(self.folder, exist_ok=True)

@@ -2,8 +2,9 @@
 
 Applied in numeric order by ``lakehouse migrate``. The applied set is a Delta table in the
 warehouse (``_lakehouse/migrations``: version, name, checksum, applied_at). A migration that
-fails is not recorded and the tables it touched are put back (created tables removed, changed
-tables restored to their previous Delta version). An applied migration whose file changed is
+fails is not recorded and its own changes are undone (created tables removed; columns it added
+dropped and properties it set put back by a metadata-only commit, so data committed meanwhile
+stays). An applied migration whose file changed is
 refused. After migrating, the physical tables are compared with tables/*.yaml.
 """
 
@@ -142,6 +143,11 @@ class MigrationContext:
         self._spark_factory = spark_factory
         self._created: list[str] = []
         self._before: dict[str, int] = {}
+        self._added: dict[str, list[str]] = {}
+        """Per changed table path, the columns this migration added."""
+        self._props: dict[str, dict[str, str | None]] = {}
+        """Per changed table path, the properties this migration set and their values before it
+        (None: absent)."""
 
     @property
     def spark(self) -> "SparkSession":
@@ -206,6 +212,7 @@ class MigrationContext:
         for path in (p.live, p.archive):
             self._remember(path)
             self.spark.sql(f"ALTER TABLE delta.`{_quote(path)}` ADD COLUMNS ({ddl})")
+            self._added.setdefault(path, []).extend(c.name for c in to_add)
 
     def set_archive(self, table: str, *, delay: str | None = None, interval: str | None = None,
                     sort_columns: list[str] | None = None, vectors: str | None = None) -> None:
@@ -235,6 +242,11 @@ class MigrationContext:
         props = ", ".join(f"'{k}' = '{v}'" for k, v in settings.as_properties().items())
         for path in (p.live, p.archive):
             self._remember(path)
+            t = describe(path)
+            before = self._props.setdefault(path, {})
+            for k in settings.as_properties():
+                if k not in before:
+                    before[k] = None if t is None else t.properties.get(k)
             self.spark.sql(f"ALTER TABLE delta.`{_quote(path)}` SET TBLPROPERTIES ({props})")
 
     def sql(self, statement: str) -> None:
@@ -242,23 +254,67 @@ class MigrationContext:
         self.spark.sql(statement)
 
     def rollback(self) -> list[str]:
-        """Undo this migration's changes; returns what could not be undone."""
+        """Undo this migration's changes, and only them; returns what could not be undone.
+
+        Created tables are removed. A changed table gets one metadata-only commit that drops the
+        columns this migration added and puts back the properties it set, so loads, ingest
+        batches and archiving runs committed meanwhile stay (a RESTORE to the version before the
+        migration would remove them too)."""
         problems = []
         for path in reversed(self._created):
             try:
                 remove_tree(path)
             except Exception as e:  # noqa: BLE001 - report and go on undoing the rest
                 problems.append(f"could not remove {path}: {e}")
-        for path, version in self._before.items():
+        for path in self._before:
+            if path in self._created:
+                continue
             try:
-                t = describe(path)
-                if t is not None and t.version != version:
-                    from delta.tables import DeltaTable
-
-                    DeltaTable.forPath(self.spark, path).restoreToVersion(version)
+                self._undo(path)
             except Exception as e:  # noqa: BLE001
-                problems.append(f"could not restore {path} to version {version}: {e}")
+                problems.append(f"could not undo the changes to {path}: {str(e).splitlines()[0] if str(e) else e!r}")
         return problems
+
+    def _undo(self, path: str) -> None:
+        """One metadata-only Delta commit: this migration's columns out, its properties back."""
+        import json
+
+        from lakehouse.commit import with_retries
+
+        added = set(self._added.get(path, []))
+        props = self._props.get(path, {})
+        if not added and not props:
+            return
+        spark = self.spark
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+
+        def commit() -> None:
+            log_ = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
+            txn = log_.startTransaction()
+            md = txn.metadata()
+            schema = json.loads(md.schemaString())
+            fields = [f for f in schema["fields"] if f["name"] not in added]
+            conf = md.configuration()
+            changed = len(fields) != len(schema["fields"])
+            for k, v in props.items():
+                now = conf.get(k)
+                now = now.get() if now.isDefined() else None
+                if now == v:
+                    continue
+                conf = conf.removed(k) if v is None else conf.updated(k, v)
+                changed = True
+            if not changed:
+                return
+            schema["fields"] = fields
+            new = md.copy(md.id(), md.name(), md.description(), md.format(), json.dumps(schema),
+                          md.partitionColumns(), conf, md.createdTime())
+            txn.updateMetadata(new, False)
+            op = getattr(getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$")
+            nil = getattr(getattr(jvm.scala.collection.immutable, "Nil$"), "MODULE$")
+            txn.commit(nil, op)
+            log.info("rolled back %s: dropped columns %s, restored properties %s", path, sorted(added), sorted(props))
+
+        with_retries(f"rollback of the migration's changes to {path}", commit)
 
 
 def _quote(path: str) -> str:

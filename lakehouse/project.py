@@ -47,11 +47,14 @@ class TableState:
     the next run that succeeds; None when the last run succeeded."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        doc = {
             "name": self.name, "live_rows": self.live_rows, "archive_rows": self.archive_rows,
             "cutoff": self.cutoff, "bound": self.bound, "created": self.created, "rejects": self.rejects,
-            "waiting_rows": self.waiting_rows, "last_error": self.last_error,
+            "waiting_rows": self.waiting_rows,
         }
+        if self.last_error:  # only while archiving fails (the document stays the same otherwise)
+            doc["last_error"] = self.last_error
+        return doc
 
 
 @dataclass(frozen=True)

@@ -145,3 +145,35 @@ def test_migration_without_upgrade_is_refused(project, spark):
     with pytest.raises(MigrationError, match=r"migrations/0001_nothing.py: defines no upgrade\(ctx\) function"):
         project.lh.migrate()
     assert read_history(project.settings.warehouse) == []
+
+
+def test_rollback_undoes_only_the_migrations_own_changes(project, spark):
+    """A load commits while the migration runs: the rollback of the failed migration drops its
+    column and puts its property back, and keeps the loaded rows (a RESTORE would drop them)."""
+    project.table(TRIPS_SMALL).create("trips")
+    p = project.lh.paths("trips")
+    before_props = describe(p.live).properties
+    project.migration("0002_broken.py", f"""
+        def upgrade(ctx):
+            ctx.add_columns("trips", [{{"name": "tip", "type": "double"}}])
+            ctx.set_archive("trips", delay="36h")
+            # another writer (a load in another process) commits rows meanwhile
+            ctx.spark.sql(
+                "SELECT 'm' || id AS trip_id, CAST(id AS INT) AS city_id, "
+                "TIMESTAMP'2026-11-20 10:00:00' AS event_time, 'other-load' AS _lh_load, "
+                "DATE'2026-11-20' AS event_date FROM range(1, 3)"
+            ).write.format("delta").mode("append").save({p.live!r})
+            raise RuntimeError("boom after a load committed")
+    """)
+    with pytest.raises(MigrationError, match="boom after a load committed; its changes were rolled back"):
+        project.lh.migrate()
+    for path in (p.live, p.archive):
+        t = describe(path)
+        assert t.column("tip") is None
+        assert t.properties.get("lakehouse.archive.delay") == before_props.get("lakehouse.archive.delay")
+    rows = project.live("trips", order_by="trip_id")
+    assert [r["trip_id"] for r in rows] == ["m1", "m2"] and "tip" not in rows[0]
+    assert describe(p.live).version == 4  # create, add columns, properties, the load, the undo
+    assert project.lh.query("SELECT count(*) AS n FROM trips", "spark").to_pylist() == [{"n": 2}]
+    assert drift(project.lh.definition("trips"), p) == []
+    assert [h.name for h in read_history(project.settings.warehouse)] == ["0001_create_trips"]

@@ -96,7 +96,9 @@ class ArchiveResult:
             "committed": self.committed,
             "rows_purged": self.rows_purged,
             "recovered_rows": self.recovered_rows,
-            "reencoded_days": [d.isoformat() for d in self.plan.reencode_days] if self.committed else [],
+            "reencoded_days": [d.isoformat() for d in self.plan.reencode_days]
+            if self.committed
+            else [],
             "vector_files": self.vector_files,
             "removed_vector_files": self.removed_vector_files,
             "seconds": round(self.seconds, 3),
@@ -104,14 +106,19 @@ class ArchiveResult:
 
 
 def _flock_enabled() -> bool:
-    return os.environ.get("LAKEHOUSE_ARCHIVE_FLOCK", "1").strip().lower() not in ("0", "false", "no", "off")
+    return os.environ.get("LAKEHOUSE_ARCHIVE_FLOCK", "1").strip().lower() not in (
+        "0",
+        "false",
+        "no",
+        "off",
+    )
 
 
 def _local_path(uri: str) -> str | None:
     if is_local(uri):
         return uri
     if uri.startswith("file://"):
-        return uri[len("file://"):]
+        return uri[len("file://") :]
     return None
 
 
@@ -122,8 +129,10 @@ def run_lock(paths: TablePaths) -> Iterator[Lease | None]:
     hosts and where flock means nothing), renewed while the run lasts."""
     local = _local_path(paths.root)
     if local is None:
-        log.warning("archive %s: the warehouse is not a local path; no lease (run one archiving job per table)",
-                    paths.name)
+        log.warning(
+            "archive %s: the warehouse is not a local path; no lease (run one archiving job per table)",
+            paths.name,
+        )
         yield None  # object stores: the scheduler runs one job per table; Delta's txn check backs it up
         return
     state = os.path.join(local, "_state")
@@ -139,8 +148,12 @@ def run_lock(paths: TablePaths) -> Iterator[Lease | None]:
                 ) from None
             stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
         ttl = float(os.environ.get("LAKEHOUSE_ARCHIVE_LEASE_SECONDS", "120"))
-        lease = Lease(os.path.join(state, "archive.lease"), f"archive {paths.name}: the archive lease", ttl=ttl,
-                      purpose="archive")
+        lease = Lease(
+            os.path.join(state, "archive.lease"),
+            f"archive {paths.name}: the archive lease",
+            ttl=ttl,
+            purpose="archive",
+        )
         stack.enter_context(lease)
         yield lease
 
@@ -148,7 +161,9 @@ def run_lock(paths: TablePaths) -> Iterator[Lease | None]:
 def _order(definition: TableDefinition) -> list["Column"]:
     from pyspark.sql import functions as F
 
-    return [F.col(PARTITION_COLUMN).asc()] + [F.col(c).asc_nulls_first() for c in definition.sort_order]
+    return [F.col(PARTITION_COLUMN).asc()] + [
+        F.col(c).asc_nulls_first() for c in definition.sort_order
+    ]
 
 
 def _archive_columns(definition: TableDefinition) -> list[str]:
@@ -174,8 +189,14 @@ def encoding(definition: TableDefinition) -> vectors.Encoding:
 class ArchiveJob:
     """An archiving run of one table; ``plan()`` first, then ``execute(plan)``."""
 
-    def __init__(self, spark: "SparkSession", warehouse: str, definition: TableDefinition,
-                 run_id: str | None = None, lease: Lease | None = None) -> None:
+    def __init__(
+        self,
+        spark: "SparkSession",
+        warehouse: str,
+        definition: TableDefinition,
+        run_id: str | None = None,
+        lease: Lease | None = None,
+    ) -> None:
         self.spark = spark
         self.definition = definition
         self.paths = TablePaths(warehouse, definition.name)
@@ -202,16 +223,22 @@ class ArchiveJob:
             return {}
         from deltalake import DeltaTable
 
-        actions = pa.table(DeltaTable(self.paths.archive, version=version).get_add_actions(flatten=True))
+        actions = pa.table(
+            DeltaTable(self.paths.archive, version=version).get_add_actions(flatten=True)
+        )
         out: dict[dt.date, int] = {}
         if actions.num_rows == 0:
             return out
-        for day, n in zip(actions.column(f"partition.{PARTITION_COLUMN}").to_pylist(),
-                          actions.column("num_records").to_pylist()):
+        for day, n in zip(
+            actions.column(f"partition.{PARTITION_COLUMN}").to_pylist(),
+            actions.column("num_records").to_pylist(),
+        ):
             out[day] = out.get(day, 0) + int(n or 0)
         return out
 
-    def stale_days(self, committed: int | None, archived: set[dt.date] | None = None) -> list[dt.date]:
+    def stale_days(
+        self, committed: int | None, archived: set[dt.date] | None = None
+    ) -> list[dt.date]:
         """Archived days whose vector files were written under other settings than today's
         (sort columns or the vector set), or are missing: they need re-sorting and re-encoding."""
         if committed is None:
@@ -242,8 +269,12 @@ class ArchiveJob:
     def _write_run_sidecar(self, plan: ArchivePlan) -> None:
         fs, root = vectors.filesystem(join(self.paths.vectors, RUNS_FOLDER))
         fs.create_dir(root, recursive=True)
-        doc = {"cutoff": plan.cutoff, "run_id": self.run_id, "encoding": encoding(self.definition).key(),
-               "days": len(plan.days)}
+        doc = {
+            "cutoff": plan.cutoff,
+            "run_id": self.run_id,
+            "encoding": encoding(self.definition).key(),
+            "days": len(plan.days),
+        }
         tmp = join(root, f".{plan.cutoff}.json.{self.run_id}.tmp")
         with fs.open_output_stream(tmp) as f:
             f.write(json.dumps(doc).encode())
@@ -283,14 +314,26 @@ class ArchiveJob:
         )
         new_rows = {r[PARTITION_COLUMN]: int(r["n"]) for r in rows}
         archived = self._archive_day_rows(archive.version)
-        stale = [day for day in self.stale_days(previous, {k for k, v in archived.items() if v})
-                 if day not in new_rows and archived.get(day)]
+        stale = [
+            day
+            for day in self.stale_days(previous, {k for k, v in archived.items() if v})
+            if day not in new_rows and archived.get(day)
+        ]
         days = tuple(sorted({*new_rows, *stale}))
         archive_rows = {day: archived[day] for day in days if archived.get(day)}
         return ArchivePlan(
-            d.name, now, previous, cutoff, live.version, archive.version, days,
-            rows=sum(new_rows.values()), late_rows=sum(int(r["late"] or 0) for r in rows),
-            archive_rows_in_days=sum(archive_rows.values()), new_rows=new_rows, archive_rows=archive_rows,
+            d.name,
+            now,
+            previous,
+            cutoff,
+            live.version,
+            archive.version,
+            days,
+            rows=sum(new_rows.values()),
+            late_rows=sum(int(r["late"] or 0) for r in rows),
+            archive_rows_in_days=sum(archive_rows.values()),
+            new_rows=new_rows,
+            archive_rows=archive_rows,
             reencode_days=tuple(stale),
         )
 
@@ -322,11 +365,20 @@ class ArchiveJob:
                 result.vector_files, staged = self._write_vectors(plan, staging)
                 result.timings["vectors"] = time.monotonic() - t
                 crashpoints.reached("after_vectors")
-                problems = staged_problems(self.definition.name, plan.days, plan.new_rows, plan.archive_rows,
-                                           staged, self.definition.has_key)
+                problems = staged_problems(
+                    self.definition.name,
+                    plan.days,
+                    plan.new_rows,
+                    plan.archive_rows,
+                    staged,
+                    self.definition.has_key,
+                )
                 if problems:
-                    raise LakehouseError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-                                         + "; nothing was committed; run again")
+                    raise LakehouseError(
+                        problems[0]
+                        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                        + "; nothing was committed; run again"
+                    )
             self.step = "commit"
             t = time.monotonic()
             self._write_run_sidecar(plan)
@@ -367,7 +419,11 @@ class ArchiveJob:
             .where(F.col(d.event_time) < _ts(plan.cutoff))
             .select(*cols)
         )
-        old = self._read(self.paths.archive, plan.archive_version).where(_days_sql(plan.days)).select(*cols)
+        old = (
+            self._read(self.paths.archive, plan.archive_version)
+            .where(_days_sql(plan.days))
+            .select(*cols)
+        )
         if d.has_key:
             keys = [*d.primary_key, PARTITION_COLUMN]
             old = old.join(new.select(*keys), on=keys, how="left_anti").select(*cols)
@@ -410,7 +466,9 @@ class ArchiveJob:
         sort_cols = tuple((c, d.column(c).type.arrow()) for c in d.archive.sort_columns)
         plain: tuple[tuple[str, pa.DataType], ...] = ()
         if d.archive.vectors == "all":
-            plain = tuple((c.name, c.type.arrow()) for c in d.columns if c.name not in d.archive.sort_columns)
+            plain = tuple(
+                (c.name, c.type.arrow()) for c in d.columns if c.name not in d.archive.sort_columns
+            )
         files = self._staged_files(staging)
         if not sort_cols and not plain:
             import pyarrow.parquet as pq
@@ -424,17 +482,25 @@ class ArchiveJob:
             return 0, counts
         missing = [day for day in plan.days if day not in files]
         if missing:
-            raise LakehouseError(f"archive {d.name}: staged batch missing for {missing[0]} in {staging}; "
-                                 "nothing was committed; run again")
+            raise LakehouseError(
+                f"archive {d.name}: staged batch missing for {missing[0]} in {staging}; "
+                "nothing was committed; run again"
+            )
         pid = os.getpid() if crashpoints.armed() else None
         enc = encoding(d).key()
-        tasks = {day: DayTask(day, tuple(files[day]), self.paths.vectors, plan.cutoff, sort_cols, plain, pid, enc)
-                 for day in files}
+        tasks = {
+            day: DayTask(
+                day, tuple(files[day]), self.paths.vectors, plan.cutoff, sort_cols, plain, pid, enc
+            )
+            for day in files
+        }
         weights = {day: plan.new_rows.get(day, 0) + plan.archive_rows.get(day, 0) for day in files}
         groups = [[tasks[day] for day in g] for g in group_days(weights, self.parallelism)]
         sc = self.spark.sparkContext
         done = sc.parallelize(groups, len(groups)).flatMap(encode_days).collect()
-        return sum(n for _, _, n in done), {dt.date.fromisoformat(day): rows for day, rows, _ in done}
+        return sum(n for _, _, n in done), {
+            dt.date.fromisoformat(day): rows for day, rows, _ in done
+        }
 
     def _commit(self, plan: ArchivePlan, staging: str) -> None:
         from pyspark.sql import functions as F
@@ -444,12 +510,18 @@ class ArchiveJob:
         schema = StructType.fromDDL(d.spark_ddl())
         if plan.days:
             df = (
-                self.spark.read.schema(schema).option("basePath", staging).parquet(staging)
+                self.spark.read.schema(schema)
+                .option("basePath", staging)
+                .parquet(staging)
                 .select(*_archive_columns(d))
                 .repartitionByRange(self._partitions(plan), F.col(PARTITION_COLUMN))
                 .sortWithinPartitions(*_order(d))
             )
-            writer = df.write.format("delta").mode("overwrite").option("replaceWhere", _days_sql(plan.days))
+            writer = (
+                df.write.format("delta")
+                .mode("overwrite")
+                .option("replaceWhere", _days_sql(plan.days))
+            )
         else:
             writer = self.spark.createDataFrame([], schema).write.format("delta").mode("append")
         self._check_lease()
@@ -500,13 +572,19 @@ class ArchiveJob:
                 return 0
         live = self.spark.read.format("delta").load(self.paths.live)
         below = live.where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date())).where(
-            F.col(d.event_time) < _ts(cutoff))
-        days = sorted(r[PARTITION_COLUMN] for r in below.select(PARTITION_COLUMN).distinct().collect())
+            F.col(d.event_time) < _ts(cutoff)
+        )
+        days = sorted(
+            r[PARTITION_COLUMN] for r in below.select(PARTITION_COLUMN).distinct().collect()
+        )
         if not days:
             return 0
         pairs = (
-            self.spark.read.format("delta").load(self.paths.archive)
-            .where(_days_sql(days)).select(PARTITION_COLUMN, LOAD_COLUMN).distinct()
+            self.spark.read.format("delta")
+            .load(self.paths.archive)
+            .where(_days_sql(days))
+            .select(PARTITION_COLUMN, LOAD_COLUMN)
+            .distinct()
         )
         pair_rows = pairs.collect()  # small: loads per day
         if not pair_rows:
@@ -521,7 +599,12 @@ class ArchiveJob:
 
         def delete() -> int:
             table = DeltaTable.forPath(self.spark, self.paths.live)
-            (table.alias("t").merge(F.broadcast(source).alias("s"), cond).whenMatchedDelete().execute())
+            (
+                table.alias("t")
+                .merge(F.broadcast(source).alias("s"), cond)
+                .whenMatchedDelete()
+                .execute()
+            )
             last = table.history(1).select("operation", "operationMetrics").collect()[0]
             if last["operation"] != "MERGE":
                 return 0
@@ -539,7 +622,9 @@ class ArchiveJob:
                 return
             files, _ = vectors.list_files(self.paths.vectors)
             vectors.delete([f.path for f in files if f.cutoff == cutoff], self.paths.vectors)
-            vectors.delete([join(self.paths.vectors, RUNS_FOLDER, f"{cutoff}.json")], self.paths.vectors)
+            vectors.delete(
+                [join(self.paths.vectors, RUNS_FOLDER, f"{cutoff}.json")], self.paths.vectors
+            )
         except Exception:  # noqa: BLE001 - the next run's clean-up removes them too
             log.warning("could not remove the uncommitted vector files of cutoff %s", cutoff)
 
@@ -553,13 +638,19 @@ class ArchiveJob:
         removed = vectors.delete(junk, self.paths.vectors)
         import pyarrow.fs as pafs
 
-        used = set(vectors.day_runs(files, committed).values()) | ({committed} if committed is not None else set())
+        used = set(vectors.day_runs(files, committed).values()) | (
+            {committed} if committed is not None else set()
+        )
         fs, root = vectors.filesystem(join(self.paths.vectors, RUNS_FOLDER))
         for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
             if info.type != pafs.FileType.File:
                 continue
             stem = info.base_name.removesuffix(".json")
-            if info.base_name.startswith(".") or not stem.lstrip("-").isdigit() or int(stem) not in used:
+            if (
+                info.base_name.startswith(".")
+                or not stem.lstrip("-").isdigit()
+                or int(stem) not in used
+            ):
                 fs.delete_file(info.path)
         fs, root = vectors.filesystem(self.paths.staging)
         for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
@@ -578,8 +669,9 @@ FUTURE_TOLERANCE = dt.timedelta(minutes=1)
 """How far ``--now`` may run ahead of the wall clock without ``--allow-future``."""
 
 
-def check_now(table: str, now: dt.datetime, wall: dt.datetime | None = None,
-              allow_future: bool = False) -> None:
+def check_now(
+    table: str, now: dt.datetime, wall: dt.datetime | None = None, allow_future: bool = False
+) -> None:
     """Refuse a clock more than a minute ahead of the wall clock: a committed cutoff never moves
     back, so a typo in ``--now`` would hide every later row for good."""
     wall = wall or dt.datetime.now(dt.timezone.utc)
@@ -604,9 +696,14 @@ def _human(delta: dt.timedelta) -> str:
     return f"{s // 60}m {s % 60}s"
 
 
-def run_archive(spark_factory: Callable[[], "SparkSession"], warehouse: str, definition: TableDefinition,
-                now: dt.datetime | None = None, dry_run: bool = False,
-                allow_future: bool = False) -> ArchiveResult:
+def run_archive(
+    spark_factory: Callable[[], "SparkSession"],
+    warehouse: str,
+    definition: TableDefinition,
+    now: dt.datetime | None = None,
+    dry_run: bool = False,
+    allow_future: bool = False,
+) -> ArchiveResult:
     """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one.
 
     ``now`` more than a minute ahead of the wall clock is refused unless ``allow_future``."""
@@ -641,16 +738,22 @@ def _record_failure(job: ArchiveJob, e: BaseException) -> None:
         message = (str(e).strip().splitlines() or [type(e).__name__])[0]
         if not isinstance(e, LakehouseError):
             message = f"{type(e).__name__}: {message}"
-        write_status(job.paths.root, {
-            **before,
-            "last_error": {
-                "step": job.step, "error": message[:2000], "run_id": job.run_id,
-                "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "failures": int(last.get("failures", 0)) + 1 if same else 1,
-                "since": last.get("since") if same and last.get("since") else
-                dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        write_status(
+            job.paths.root,
+            {
+                **before,
+                "last_error": {
+                    "step": job.step,
+                    "error": message[:2000],
+                    "run_id": job.run_id,
+                    "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "failures": int(last.get("failures", 0)) + 1 if same else 1,
+                    "since": last.get("since")
+                    if same and last.get("since")
+                    else dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                },
             },
-        })
+        )
     except Exception:  # noqa: BLE001 - never hide the run's own error
         log.warning("archive %s: could not record the failure", job.definition.name, exc_info=True)
 
@@ -659,11 +762,18 @@ def _record_success(job: ArchiveJob, result: ArchiveResult) -> None:
     try:
         before = read_status(job.paths.root) or {}
         before.pop("last_error", None)
-        write_status(job.paths.root, {
-            **before,
-            "last_success": {"run_id": job.run_id, "cutoff": result.plan.cutoff if result.committed else
-                             result.plan.previous_cutoff,
-                             "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
-        })
+        write_status(
+            job.paths.root,
+            {
+                **before,
+                "last_success": {
+                    "run_id": job.run_id,
+                    "cutoff": result.plan.cutoff
+                    if result.committed
+                    else result.plan.previous_cutoff,
+                    "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                },
+            },
+        )
     except Exception:  # noqa: BLE001
         log.warning("archive %s: could not record the outcome", job.definition.name, exc_info=True)

@@ -107,7 +107,7 @@ ROWS_PER_VECTOR_TASK = 2_000_000
 
 def chunks(items: list, size: int) -> list[list]:
     """``items`` in consecutive chunks of at most ``size``."""
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _balanced_or(terms: list[str]) -> str:
@@ -121,7 +121,9 @@ def date_literal(day: dt.date) -> str:
     return f"DATE'{day.year:04d}-{day.month:02d}-{day.day:02d}'"
 
 
-def days_sql(column: str, days: list[dt.date] | tuple[dt.date, ...], size: int = DAYS_PER_CHUNK) -> str:
+def days_sql(
+    column: str, days: list[dt.date] | tuple[dt.date, ...], size: int = DAYS_PER_CHUNK
+) -> str:
     """A Spark SQL predicate selecting exactly ``days`` of a date column: a range (for partition
     pruning) and IN lists of ``size`` days OR-ed in a balanced tree, so the expression stays
     shallow for any number of days (one OR term per day overflows the JVM's stack)."""
@@ -136,7 +138,9 @@ def days_sql(column: str, days: list[dt.date] | tuple[dt.date, ...], size: int =
     return f"{rng} AND {_balanced_or(ins)}"
 
 
-def partition_count(rows: int, days: int, parallelism: int, rows_per_partition: int = ROWS_PER_PARTITION) -> int:
+def partition_count(
+    rows: int, days: int, parallelism: int, rows_per_partition: int = ROWS_PER_PARTITION
+) -> int:
     """Spark partitions for staging and committing ``rows`` over ``days`` days (range-partitioned
     by day, so a day is in one partition): enough to use every core and to keep partitions
     near ``rows_per_partition``, never more than the days, never one per day for small days."""
@@ -144,8 +148,9 @@ def partition_count(rows: int, days: int, parallelism: int, rows_per_partition: 
     return max(1, min(days, max(parallelism, by_rows)))
 
 
-def group_days(day_rows: dict[dt.date, int], parallelism: int,
-               rows_per_task: int = ROWS_PER_VECTOR_TASK) -> list[list[dt.date]]:
+def group_days(
+    day_rows: dict[dt.date, int], parallelism: int, rows_per_task: int = ROWS_PER_VECTOR_TASK
+) -> list[list[dt.date]]:
     """Days in consecutive groups for vector tasks: about ``rows_per_task`` rows a group, at least
     ``parallelism`` groups (when there are that many days), each group many small days."""
     days = sorted(day_rows)
@@ -165,8 +170,14 @@ def group_days(day_rows: dict[dt.date, int], parallelism: int,
     return out
 
 
-def staged_problems(table: str, days: tuple[dt.date, ...], new_rows: dict[dt.date, int],
-                    archive_rows: dict[dt.date, int], staged: dict[dt.date, int], has_key: bool) -> list[str]:
+def staged_problems(
+    table: str,
+    days: tuple[dt.date, ...],
+    new_rows: dict[dt.date, int],
+    archive_rows: dict[dt.date, int],
+    staged: dict[dt.date, int],
+    has_key: bool,
+) -> list[str]:
     """What is wrong with a staged batch against its plan (rows per day), as messages.
 
     Each planned day must be staged; without a key, a day holds exactly its new and archived
@@ -179,11 +190,15 @@ def staged_problems(table: str, days: tuple[dt.date, ...], new_rows: dict[dt.dat
     for d in days:
         n, a, s = new_rows.get(d, 0), archive_rows.get(d, 0), staged.get(d)
         if s is None:
-            out.append(f"archive {table}: day {d} was planned ({n} new, {a} archived rows) but not staged")
+            out.append(
+                f"archive {table}: day {d} was planned ({n} new, {a} archived rows) but not staged"
+            )
             continue
         lo = max(n, a) if has_key else n + a
         if s is not None and not lo <= s <= n + a:
             want = f"{lo}..{n + a}" if lo != n + a else str(n + a)
-            out.append(f"archive {table}: day {d} staged {s} rows, the plan expects {want} "
-                       f"({n} new, {a} archived)")
+            out.append(
+                f"archive {table}: day {d} staged {s} rows, the plan expects {want} "
+                f"({n} new, {a} archived)"
+            )
     return out

@@ -37,12 +37,17 @@ def committed_cutoff(paths: TablePaths) -> int | None:
 def current_encoding(definition: TableDefinition) -> vectors.Encoding:
     """The encoding the table's settings give today (what every day should be written under)."""
     a = definition.archive
-    plain = [c for c in definition.column_names if c not in a.sort_columns] if a.vectors == "all" else []
+    plain = (
+        [c for c in definition.column_names if c not in a.sort_columns]
+        if a.vectors == "all"
+        else []
+    )
     return vectors.Encoding(tuple(a.sort_columns), tuple(sorted([*a.sort_columns, *plain])))
 
 
-def current_files(paths: TablePaths, columns: list[str] | None = None
-                  ) -> tuple[int | None, dict[tuple[str, dt.date], vectors.VectorFile]]:
+def current_files(
+    paths: TablePaths, columns: list[str] | None = None
+) -> tuple[int | None, dict[tuple[str, dt.date], vectors.VectorFile]]:
     """The committed cutoff, read first, and per (column, day) the vector file of the day's run
     for exactly that cutoff (a run committing meanwhile wrote larger cutoffs: not chosen)."""
     committed = committed_cutoff(paths)
@@ -52,31 +57,53 @@ def current_files(paths: TablePaths, columns: list[str] | None = None
 
 def _check_column(definition: TableDefinition, column: str) -> None:
     if column not in definition.column_names:
-        raise LakehouseError(f"{definition.name}: unknown column {column!r} (columns: {', '.join(definition.column_names)})")
-    if definition.archive.vectors == "sort_columns" and column not in definition.archive.sort_columns:
-        raise LakehouseError(f"{definition.name}: column {column} has no vector files (vectors: sort_columns)")
+        raise LakehouseError(
+            f"{definition.name}: unknown column {column!r} (columns: {', '.join(definition.column_names)})"
+        )
+    if (
+        definition.archive.vectors == "sort_columns"
+        and column not in definition.archive.sort_columns
+    ):
+        raise LakehouseError(
+            f"{definition.name}: column {column} has no vector files (vectors: sort_columns)"
+        )
 
 
-def _read_checked(definition: TableDefinition, column: str, day: dt.date, f: vectors.VectorFile,
-                  committed: int | None) -> DayVector:
+def _read_checked(
+    definition: TableDefinition,
+    column: str,
+    day: dt.date,
+    f: vectors.VectorFile,
+    committed: int | None,
+) -> DayVector:
     """Read a vector file, refusing it when it was written under other settings."""
     table = vectors.read(f.path)
     meta = table.schema.metadata or {}
-    if meta.get(vectors.META_CUTOFF, str(f.cutoff).encode()) != str(f.cutoff).encode() or \
-            meta.get(vectors.META_DAY, day.isoformat().encode()) != day.isoformat().encode():
-        raise LakehouseError(f"{definition.name}: vector file {f.path} says it belongs to day "
-                             f"{meta.get(vectors.META_DAY, b'?').decode()} cutoff "
-                             f"{meta.get(vectors.META_CUTOFF, b'?').decode()}, not its name; remove it and "
-                             f"run lakehouse archive {definition.name}")
+    if (
+        meta.get(vectors.META_CUTOFF, str(f.cutoff).encode()) != str(f.cutoff).encode()
+        or meta.get(vectors.META_DAY, day.isoformat().encode()) != day.isoformat().encode()
+    ):
+        raise LakehouseError(
+            f"{definition.name}: vector file {f.path} says it belongs to day "
+            f"{meta.get(vectors.META_DAY, b'?').decode()} cutoff "
+            f"{meta.get(vectors.META_CUTOFF, b'?').decode()}, not its name; remove it and "
+            f"run lakehouse archive {definition.name}"
+        )
     stale_reason = stale(definition, column, vectors.encoding_of(table))
     if stale_reason:
-        raise LakehouseError(f"{definition.name}: day {day} of column {column} was archived under other "
-                             f"settings ({stale_reason}); the next `lakehouse archive {definition.name}` "
-                             "re-sorts and re-encodes it")
-    return DayVector(column, day, f.path, f.cutoff, table, column in definition.archive.sort_columns, committed)
+        raise LakehouseError(
+            f"{definition.name}: day {day} of column {column} was archived under other "
+            f"settings ({stale_reason}); the next `lakehouse archive {definition.name}` "
+            "re-sorts and re-encodes it"
+        )
+    return DayVector(
+        column, day, f.path, f.cutoff, table, column in definition.archive.sort_columns, committed
+    )
 
 
-def stale(definition: TableDefinition, column: str, encoding: vectors.Encoding | None) -> str | None:
+def stale(
+    definition: TableDefinition, column: str, encoding: vectors.Encoding | None
+) -> str | None:
     """Why a file of ``column`` written under ``encoding`` cannot be read under the table's
     current settings; None when it can."""
     if encoding is None:
@@ -84,13 +111,20 @@ def stale(definition: TableDefinition, column: str, encoding: vectors.Encoding |
     return encoding.reads(current_encoding(definition), column)
 
 
-def read_day(definition: TableDefinition, paths: TablePaths, column: str, day: dt.date) -> DayVector:
+def read_day(
+    definition: TableDefinition, paths: TablePaths, column: str, day: dt.date
+) -> DayVector:
     """One column's vector of one archive day, for the committed cutoff read first."""
     return read_columns(definition, paths, [column], day)[0]
 
 
-def read_columns(definition: TableDefinition, paths: TablePaths, columns: list[str], day: dt.date,
-                 attempts: int = 3) -> list[DayVector]:
+def read_columns(
+    definition: TableDefinition,
+    paths: TablePaths,
+    columns: list[str],
+    day: dt.date,
+    attempts: int = 3,
+) -> list[DayVector]:
     """Several columns of one archive day, all from the day's one run for one committed cutoff.
 
     A run committing and cleaning up meanwhile can remove a chosen file before it is read: then
@@ -110,8 +144,10 @@ def read_columns(definition: TableDefinition, paths: TablePaths, columns: list[s
             return out
         except (FileNotFoundError, _Retry):
             if attempt == attempts - 1:
-                raise LakehouseError(f"{definition.name}: the vector files of {day} kept changing while "
-                                     "being read (archiving runs committing); try again") from None
+                raise LakehouseError(
+                    f"{definition.name}: the vector files of {day} kept changing while "
+                    "being read (archiving runs committing); try again"
+                ) from None
     raise AssertionError("unreachable")
 
 
@@ -119,8 +155,14 @@ class _Retry(Exception):
     pass
 
 
-def _missing(definition: TableDefinition, paths: TablePaths, column: str, day: dt.date, committed: int | None,
-             selection: dict[tuple[str, dt.date], vectors.VectorFile]) -> DayVector:
+def _missing(
+    definition: TableDefinition,
+    paths: TablePaths,
+    column: str,
+    day: dt.date,
+    committed: int | None,
+    selection: dict[tuple[str, dt.date], vectors.VectorFile],
+) -> DayVector:
     if committed is None:
         raise LakehouseError(f"{definition.name}: nothing is archived yet (no committed cutoff)")
     others = [f for (c, d), f in selection.items() if d == day]
@@ -131,19 +173,25 @@ def _missing(definition: TableDefinition, paths: TablePaths, column: str, day: d
     if not others:
         if committed_cutoff(paths) != committed:
             raise _Retry()
-        raise LakehouseError(f"{definition.name}: no vector file for column {column} on {day} (is that day archived?)")
+        raise LakehouseError(
+            f"{definition.name}: no vector file for column {column} on {day} (is that day archived?)"
+        )
     try:
         enc = vectors.encoding_of(vectors.read_schema(others[0].path))
     except FileNotFoundError:
         raise _Retry() from None
     reason = stale(definition, column, enc)
     if reason:
-        raise LakehouseError(f"{definition.name}: day {day} has no vector file for column {column} "
-                             f"({reason}); the next `lakehouse archive {definition.name}` re-encodes it")
+        raise LakehouseError(
+            f"{definition.name}: day {day} has no vector file for column {column} "
+            f"({reason}); the next `lakehouse archive {definition.name}` re-encodes it"
+        )
     if committed_cutoff(paths) != committed:
         raise _Retry()
-    raise LakehouseError(f"{definition.name}: the vector file of column {column} on {day} (cutoff "
-                         f"{others[0].cutoff}) is missing; run lakehouse archive {definition.name} to rewrite it")
+    raise LakehouseError(
+        f"{definition.name}: the vector file of column {column} on {day} (cutoff "
+        f"{others[0].cutoff}) is missing; run lakehouse archive {definition.name} to rewrite it"
+    )
 
 
 def parse_where(definition: TableDefinition, items: list[str]) -> list[Any]:
@@ -157,7 +205,9 @@ def parse_where(definition: TableDefinition, items: list[str]) -> list[Any]:
         name, raw = item.split("=", 1)
         name = name.strip()
         if name not in sort:
-            raise LakehouseError(f"--where {item!r}: {name!r} is not a sort column of {definition.name} (sort columns: {', '.join(sort) or 'none'})")
+            raise LakehouseError(
+                f"--where {item!r}: {name!r} is not a sort column of {definition.name} (sort columns: {', '.join(sort) or 'none'})"
+            )
         if name in given:
             raise LakehouseError(f"--where: column {name} given twice")
         if raw == "NULL":
@@ -170,7 +220,9 @@ def parse_where(definition: TableDefinition, items: list[str]) -> list[Any]:
     k = len(given)
     if set(given) != set(sort[:k]):
         missing = [c for c in sort[:k] if c not in given]
-        raise LakehouseError(f"--where must cover a prefix of the sort columns ({', '.join(sort)}); missing {', '.join(missing)}")
+        raise LakehouseError(
+            f"--where must cover a prefix of the sort columns ({', '.join(sort)}); missing {', '.join(missing)}"
+        )
     return [given[c] for c in sort[:k]]
 
 
@@ -187,7 +239,9 @@ class LookupResult:
         return iter((self.range, self.touched))
 
 
-def lookup(definition: TableDefinition, paths: TablePaths, day: dt.date, values: list[Any]) -> LookupResult:
+def lookup(
+    definition: TableDefinition, paths: TablePaths, day: dt.date, values: list[Any]
+) -> LookupResult:
     """The record range of a day matching the values, from the vector files of one committed
     cutoff (read first) and one run."""
     sort = definition.archive.sort_columns
@@ -198,4 +252,6 @@ def lookup(definition: TableDefinition, paths: TablePaths, day: dt.date, values:
     first = cols[0]
     total = first.acc(first.n - 1) if first.n else 0
     r = rle.lookup(cols, values, total)
-    return LookupResult(r, sum(c.touched for c in cols), dvs[0].committed, tuple(dv.file for dv in dvs))
+    return LookupResult(
+        r, sum(c.touched for c in cols), dvs[0].committed, tuple(dv.file for dv in dvs)
+    )
