@@ -9,13 +9,19 @@ through them.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
 import random
+import socket
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from lakehouse.errors import CommitConflict
+from lakehouse.errors import CommitConflict, LakehouseError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -99,28 +105,19 @@ def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[N
 # The holder renews by rewriting its own generation file while it runs, and checks before each
 # irreversible step that no newer generation exists.
 
-import json as _json
-import os as _os
-import socket as _socket
-import threading as _threading
-import uuid as _uuid
-from dataclasses import dataclass as _dataclass
-
-from lakehouse.errors import LakehouseError as _LakehouseError
-
 LEASE_TTL_SECONDS = 120.0
 """How long a lease lasts without renewal (a crashed holder blocks others this long at most)."""
 
 
-class LeaseHeld(_LakehouseError):
+class LeaseHeld(LakehouseError):
     """Another process holds the lease (names the holder and its expiry)."""
 
 
-class LeaseLost(_LakehouseError):
+class LeaseLost(LakehouseError):
     """The lease expired and another process took it while this one was still running."""
 
 
-@_dataclass(frozen=True)
+@dataclass(frozen=True)
 class LeaseInfo:
     generation: int
     holder: str
@@ -146,17 +143,17 @@ def _node() -> str:
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip()
-        ns = _os.readlink("/proc/self/ns/pid")
+        ns = os.readlink("/proc/self/ns/pid")
     except OSError:
         return ""  # unknown: never judge a holder dead by its pid
-    return f"{_socket.gethostname()}/{boot}/{ns}"
+    return f"{socket.gethostname()}/{boot}/{ns}"
 
 
 def _alive(pid: int) -> bool:
     if pid <= 0:
         return True
     try:
-        _os.kill(pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -166,7 +163,7 @@ def _alive(pid: int) -> bool:
 
 def _lease_generations(folder: str) -> list[int]:
     try:
-        names = _os.listdir(folder)
+        names = os.listdir(folder)
     except FileNotFoundError:
         return []
     return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
@@ -176,8 +173,8 @@ def read_lease(folder: str) -> LeaseInfo | None:
     """The current (highest generation) lease of a lease folder, or None."""
     for gen in reversed(_lease_generations(folder)):
         try:
-            with open(_os.path.join(folder, f"{gen}.json")) as f:
-                d = _json.load(f)
+            with open(os.path.join(folder, f"{gen}.json")) as f:
+                d = json.load(f)
         except FileNotFoundError:
             continue
         except ValueError:  # being written by O_EXCL create right now: treat as held
@@ -198,19 +195,19 @@ class Lease:
         self.what = what
         self.ttl = ttl
         self.purpose = purpose
-        self.holder = _uuid.uuid4().hex
+        self.holder = uuid.uuid4().hex
         self.generation: int | None = None
-        self._stop = _threading.Event()
-        self._thread: _threading.Thread | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self._lost: str | None = None
-        self._lock = _threading.Lock()
+        self._lock = threading.Lock()
 
     def _body(self, expires: float) -> bytes:
-        return _json.dumps({"holder": self.holder, "host": _socket.gethostname(), "pid": _os.getpid(),
+        return json.dumps({"holder": self.holder, "host": socket.gethostname(), "pid": os.getpid(),
                             "expires": expires, "purpose": self.purpose, "node": _node()}).encode()
 
     def acquire(self) -> Lease:
-        _os.makedirs(self.folder, exist_ok=True)
+        os.makedirs(self.folder, exist_ok=True)
         for _ in range(20):
             cur = read_lease(self.folder)
             now = time.time()
@@ -220,19 +217,19 @@ class Lease:
                     f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(cur.expires))}; wait for it to finish "
                     f"(a crashed holder's lease expires by itself; lease files in {self.folder})")
             gen = 1 if cur is None else cur.generation + 1
-            path = _os.path.join(self.folder, f"{gen}.json")
+            path = os.path.join(self.folder, f"{gen}.json")
             try:
-                fd = _os.open(path, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY, 0o644)
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 continue  # someone else took this generation first: look again
             try:
-                _os.write(fd, self._body(now + self.ttl))
-                _os.fsync(fd)
+                os.write(fd, self._body(now + self.ttl))
+                os.fsync(fd)
             finally:
-                _os.close(fd)
+                os.close(fd)
             self.generation = gen
             self._prune(gen)
-            self._thread = _threading.Thread(target=self._renew_loop, name="lease-renew", daemon=True)
+            self._thread = threading.Thread(target=self._renew_loop, name="lease-renew", daemon=True)
             self._thread.start()
             return self
         raise LeaseHeld(f"{self.what}: could not take the lease in {self.folder} (too much contention)")
@@ -241,19 +238,19 @@ class Lease:
         for g in _lease_generations(self.folder):
             if g < gen - 1:
                 try:
-                    _os.remove(_os.path.join(self.folder, f"{g}.json"))
+                    os.remove(os.path.join(self.folder, f"{g}.json"))
                 except FileNotFoundError:
                     pass
 
     def _write_own(self, expires: float) -> None:
         """Rewrite this holder's generation file atomically (temp file, then rename)."""
         assert self.generation is not None
-        tmp = _os.path.join(self.folder, f".{self.generation}.{self.holder}.tmp")
+        tmp = os.path.join(self.folder, f".{self.generation}.{self.holder}.tmp")
         with open(tmp, "wb") as f:
             f.write(self._body(expires))
             f.flush()
-            _os.fsync(f.fileno())
-        _os.replace(tmp, _os.path.join(self.folder, f"{self.generation}.json"))
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(self.folder, f"{self.generation}.json"))
 
     def check(self) -> None:
         """Raise ``LeaseLost`` unless this process still holds the lease, with time to spare."""

@@ -233,7 +233,7 @@ class MigrationContext:
                 current[k] = v
         try:
             settings = ArchiveSettings.model_validate(current)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - pydantic's and our validators raise several kinds
             raise DefinitionError(f"set_archive({table!r}): {e}".splitlines()[0]) from None
         names = {c.name for c in live.columns}
         for s in settings.sort_columns:
@@ -286,7 +286,7 @@ class MigrationContext:
         if not added and not props:
             return
         spark = self.spark
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
 
         def commit() -> None:
             log_ = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
@@ -328,7 +328,7 @@ def _load_upgrade(m: Migration) -> Callable[[MigrationContext], None]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a user's module may raise anything on import
         raise MigrationError(f"migrations/{m.path.name}: failed to import: {type(e).__name__}: {e}") from None
     upgrade = getattr(module, "upgrade", None)
     if not callable(upgrade):
@@ -359,7 +359,7 @@ def migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dry
         log.info("applying %s", m.name)
         try:
             upgrade(ctx)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure of a user's migration rolls it back
             problems = ctx.rollback()
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             if not isinstance(e, LakehouseError):

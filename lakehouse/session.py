@@ -104,7 +104,7 @@ def get_spark(master: str = "local[*]") -> "SparkSession":
             builder = builder.config("spark.jars.packages", DELTA_PACKAGE)
         try:
             spark = builder.getOrCreate()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - Py4J and the JVM raise many kinds; one line for all
             raise ConfigError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
         spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper())
         if not master.startswith("local"):

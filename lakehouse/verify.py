@@ -179,13 +179,13 @@ class Verifier:
             by_day.setdefault(day, f)
         stale: dict[dt.date, str] = {}
         for day in files:
-            f = by_day.get(day)
-            if f is None:
+            vf = by_day.get(day)
+            if vf is None:
                 if want.vector_columns:
                     stale[day] = "no vector files"
                 continue
             try:
-                enc = vec.encoding_of(vec.read_schema(f.path))
+                enc = vec.encoding_of(vec.read_schema(vf.path))
             except Exception as e:  # noqa: BLE001 - reported by the vector check below
                 stale[day] = f"unreadable: {e}"
                 continue
@@ -193,7 +193,7 @@ class Verifier:
                 stale[day] = "written before encodings were recorded"
             elif enc.key() != want.key():
                 stale[day] = (f"written under {enc.describe()}; the table now has {want.describe()}")
-        self._vstate = (current, stale)
+        self._vstate: tuple[dict[tuple[str, dt.date], Any], dict[dt.date, str]] = (current, stale)
         return self._vstate
 
     def _sorted_checks(self) -> list[Check]:

@@ -21,7 +21,6 @@ from lakehouse.archive import vectors
 from lakehouse.archive.reader import committed_cutoff
 from lakehouse.archive.state import read_snapshot
 from lakehouse.project import Lakehouse
-from lakehouse.settings import Settings
 from tests.conftest import FAST_JVM, TRIPS_SMALL, Project
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

@@ -130,7 +130,7 @@ def test_defaults_without_archive_and_primary_key(tmp_path):
 
 def test_definitions_are_frozen(tmp_path):
     d = load_definition(write(tmp_path, BASE))
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):  # pydantic's ValidationError
         d.name = "other"  # type: ignore[misc]
 
 

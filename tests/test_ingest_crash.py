@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
-import shutil
 import sys
-from concurrent.futures import ThreadPoolExecutor
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest

@@ -6,9 +6,13 @@ import datetime as dt
 import functools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakehouse.errors import QueryError
+from lakehouse.query.dialect import Translator, conform, spark_name
 from lakehouse.query.duckdb import transpile
+from lakehouse.query.guard import check
 from tests.conftest import HEADER_SMALL, TRIPS_SMALL
 
 
@@ -82,10 +86,6 @@ def test_transpile_quotes_identifiers_duckdb_reserves():
 
 # -- the read-only guard (pure: no engine) ------------------------------------------------------
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from lakehouse.query.guard import check
 
 ALLOWED = [
     ("SELECT 1", "query"), ("select * from trips", "query"), ("FROM trips SELECT trip_id", "query"),
@@ -225,7 +225,6 @@ def test_guard_refuses_file_functions_outside_from(call):
 
 # -- Spark's types, names and semantics on DuckDB (pure rules + real DuckDB, no Spark) ---------
 
-from lakehouse.query.dialect import Translator, conform, spark_name
 
 SCHEMA = {"t": [("i", "int"), ("s", "string"), ("d", "decimal(10,2)"), ("f", "double"),
                 ("ts", "timestamp"), ("dt", "date"), ("l", "bigint")]}

@@ -13,11 +13,10 @@ from __future__ import annotations
 import datetime as dt
 import random
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse.ingest.tsort import T, FileTSort
+from lakehouse.ingest.tsort import FileTSort, T
 
 MINUTE_MS = 60_000
 EPOCH = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)

@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -507,7 +507,7 @@ class ArchiveJob:
         from pyspark.sql.types import StructType
 
         d = self.definition
-        schema = StructType.fromDDL(d.spark_ddl())
+        schema = cast(StructType, StructType.fromDDL(d.spark_ddl()))
         if plan.days:
             df = (
                 self.spark.read.schema(schema)
