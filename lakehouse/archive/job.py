@@ -438,7 +438,7 @@ class ArchiveJob:
 
         (
             self._merged(plan)
-            .repartitionByRange(self._partitions(plan), F.col(PARTITION_COLUMN))
+            .repartition(self._partitions(plan), F.col(PARTITION_COLUMN))
             .sortWithinPartitions(*_order(self.definition))
             .write.mode("errorifexists")
             .partitionBy(PARTITION_COLUMN)
@@ -514,7 +514,7 @@ class ArchiveJob:
                 .option("basePath", staging)
                 .parquet(staging)
                 .select(*_archive_columns(d))
-                .repartitionByRange(self._partitions(plan), F.col(PARTITION_COLUMN))
+                .repartition(self._partitions(plan), F.col(PARTITION_COLUMN))
                 .sortWithinPartitions(*_order(d))
             )
             writer = (
