@@ -136,7 +136,7 @@ def test_append_only_table_keeps_duplicates_through_archiving(project, spark):
     f = project.csv("c.csv", ["user_id", "url", "at"], rows)
     project.lh.load("clicks", [f])
     project.lh.archive("clicks", now=ts("2026-11-20T12:00:00Z"))  # cutoff 11:00: two rows archived
-    project.lh.load("clicks", [f])  # the same rows again: two of them late
+    project.lh.load("clicks", [f], force=True)  # the same rows again: two of them late
     count = "SELECT count(*) AS n FROM clicks"
     assert project.lh.query(count, "duckdb").to_pylist() == [{"n": 4}]  # 2 archived + 1 live + late hidden
     project.lh.archive("clicks", now=ts("2026-11-20T13:00:00Z"))

@@ -152,7 +152,7 @@ def test_ingest_dry_run_and_ingest_log_json(proj, tmp_path):
     assert doc["dry_run"] and doc["planned"] == [{"batch": 1, "files": ["trips_20261120T1000.csv"]}]
     assert doc["waiting"] == 1 and doc["batches"] == []
     assert json.loads(run(proj, "ingest-log", "trips", "--source", str(land), "--format", "json").stdout) == []
-    p = run(proj, "ingest-log", "trips")
+    p = run(proj, "ingest-log", "trips", "--source", str(land))
     assert "no files ingested yet" in p.stdout
     p = run(proj, "ingest", "trips", "--source", str(tmp_path / "nope"), check=1)
     assert error_lines(p) == [f"error: {tmp_path / 'nope'}: no such directory"]
