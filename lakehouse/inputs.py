@@ -116,14 +116,18 @@ def utf8_lines(path: str, raw: Any, first_line: int, long: LongLines,
         if left is not None:
             left -= len(line)
         if len(line) == limit and not line.endswith(b"\n"):
+            quotes = line.count(b'"')
             while not line.endswith(b"\n") and (left is None or left > 0):
                 line = raw.readline(1 << 20 if left is None else min(1 << 20, left))
                 if not line:
                     break
+                quotes += line.count(b'"')
                 if left is not None:
                     left -= len(line)
             long.lines.add(n)
-            yield "\n"
+            # in its place: a line with the same quote parity, so a CSV reader stays in step
+            # (a quoted field the long line opens or closes is still opened or closed)
+            yield '"\n' if quotes % 2 else "\n"
             continue
         if long.track:
             long.lengths[n] = len(line) - (1 if line.endswith(b"\n") else 0)
@@ -178,7 +182,7 @@ def _read_csv(path: str, columns: list[str], long: LongLines) -> Iterator[RawRec
         if 1 in long.lines:
             raise InputError(f"{path}: line 1: the header row is longer than {long.max_bytes} bytes")
         header = csv_header(path, header, columns)
-        yield from csv_records(reader, header, base=0, long=long)
+        yield from csv_records(reader, header, base=0, long=long, lines=f)
 
 
 def csv_reader(lines: Iterator[str], long: LongLines) -> Any:
@@ -204,8 +208,10 @@ def csv_header(path: str, header: list[str], columns: list[str]) -> list[str]:
     return header
 
 
-def csv_records(reader: Any, header: list[str], base: int, long: LongLines) -> Iterator[RawRecord | RawReject]:
-    """The records of a ``csv.reader``; ``base`` is the file line before the reader's first line."""
+def csv_records(reader: Any, header: list[str], base: int, long: LongLines,
+                lines: Iterator[str] | None = None) -> Iterator[RawRecord | RawReject]:
+    """The records of a ``csv.reader`` over ``lines``; ``base`` is the file line before the
+    reader's first line."""
     n = len(header)
     line = reader.line_num
     while True:
@@ -216,6 +222,13 @@ def csv_records(reader: Any, header: list[str], base: int, long: LongLines) -> I
             return
         except csv.Error as e:
             line = reader.line_num
+            if "field larger than field limit" in str(e) and lines is not None:
+                # the reader stopped inside a quoted field: skip to its closing quote, so that
+                # no line of the field is read as a record of its own
+                base += _skip_quoted(lines, long)
+                long.record_bytes(start, base + line)
+                yield RawReject(start, "", long.reason)
+                continue
             long.record_bytes(start, base + line)
             yield RawReject(start, "", f"bad CSV: {e}")
             continue
@@ -231,6 +244,20 @@ def csv_records(reader: Any, header: list[str], base: int, long: LongLines) -> I
             yield RawReject(start, _cut(raw), f"expected {n} fields as in the header, got {len(row)}")
             continue
         yield RawRecord(start, dict(zip(header, row)), raw)
+
+
+def _skip_quoted(lines: Iterator[str], long: LongLines) -> int:
+    """Consume the lines up to the one that closes the quoted field the reader is inside (quote
+    parity); how many lines were consumed."""
+    inside = True
+    skipped = 0
+    for text in lines:
+        skipped += 1
+        if text.count('"') % 2:
+            inside = not inside
+        if not inside:
+            break
+    return skipped
 
 
 def _to_csv_line(row: list[str]) -> str:

@@ -925,3 +925,17 @@ def test_parquet_timestamp_in_range_loads_whatever_the_column_time_zone(workdir,
     ((_, kind, _, reason, values),) = parse_plan(path, "parquet", D, BIG)
     assert kind == GOOD, reason
     assert values[NAMES.index("ts")] == norm(EPOCH + micros * US)
+
+
+@pytest.mark.parametrize("max_record", [64, 2000])
+def test_a_quoted_field_past_the_field_limit_is_one_reject_and_injects_no_rows(workdir, max_record):
+    """A quoted field of over-long lines (64), or of short lines but longer than the reader's
+    field limit (2000: the limit is then 128 KiB), is one reject; none of its lines is read as a
+    record, and the rows after it load."""
+    filler = ("x" * 1000 + "\n") * 200  # 200 KB inside the quotes
+    data = ('k,s,ts\na,ok,2020-01-01\nb,"' + filler + '99,injected\n' + filler
+            + '",2020-01-01\nc,after,2020-01-01\n').encode()
+    path = put(workdir, ".csv", data)
+    for size in (BIG, 50_000):
+        rows = parse_plan(path, "csv", table(size, max_record), size)
+        assert [(r[0], r[1]) for r in rows] == [(2, GOOD), (3, REJECT), (405, GOOD)], size

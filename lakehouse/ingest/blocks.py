@@ -451,7 +451,8 @@ def block_records(block: Block, columns: list[str], max_record_bytes: int) -> It
         if block.format == "csv":
             assert block.header is not None
             reader = csv_reader(stream, long)
-            yield from csv_records(reader, list(block.header), base=block.first_line - 1, long=long)
+            yield from csv_records(reader, list(block.header), base=block.first_line - 1, long=long,
+                                   lines=stream)
         else:
             yield from json_records(block.path, stream, columns, first_line=block.first_line, long=long)
         if f.tell() < block.end:
