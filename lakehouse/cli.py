@@ -76,8 +76,9 @@ def _emit_json(doc: Any) -> None:
     click.echo(output.dumps(doc))
 
 
-def _emit_rows(fmt: str, docs: list[dict[str, Any]]) -> bool:
-    """Print a list of records as JSON or CSV when asked; False for text (the caller prints)."""
+def _emit_rows(fmt: str, docs: list[dict[str, Any]], keys: tuple[str, ...] = ()) -> bool:
+    """Print a list of records as JSON or CSV (header ``keys`` when there are no rows) when
+    asked; False for text (the caller prints)."""
     if fmt == "json":
         _emit_json(docs)
         return True
@@ -87,7 +88,7 @@ def _emit_rows(fmt: str, docs: list[dict[str, Any]]) -> bool:
 
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        keys = list(docs[0]) if docs else []
+        keys = tuple(docs[0]) if docs else keys
         w.writerow(keys)
         for d in docs:
             w.writerow(["" if d[k] is None else output.text_value(d[k]) for k in keys])
@@ -219,8 +220,11 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
     """Upsert rows from FILES into TABLE's live store; bad rows go to rejects. A file whose
     content was already loaded is skipped (like COPY INTO) unless --force."""
     result = obj.lakehouse.load(table, list(files), input_format, force=force)
+    doc = result.as_dict()
     if obj.fmt(fmt) == "json":
-        _emit_json(result.as_dict())
+        _emit_json(doc)
+    elif obj.fmt(fmt) == "csv":
+        _emit_rows("csv", [{k: v for k, v in doc.items() if not isinstance(v, list)}])
     else:
         if result.recovered:
             click.echo(f"finished {len(result.recovered)} interrupted load batch(es) first")
@@ -328,7 +332,8 @@ def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: b
 def ingest_log(obj: Ctx, table: str, source: str | None, fmt: str | None) -> None:
     """Every file ingest has seen for TABLE, in the order seen, with its status."""
     entries = obj.lakehouse.ingest_log(table, source)
-    if _emit_rows(obj.fmt(fmt), entries):
+    if _emit_rows(obj.fmt(fmt), entries, ("file", "implied_time", "status", "rows", "rows_rejected", "batch",
+                                          "error")):
         return
     if not entries:
         click.echo(f"{table}: no files ingested yet")
@@ -355,7 +360,7 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
         rows = rows[-limit:] if limit > 0 else []
     docs = [{"source": r["source"], "line": r["line"], "reason": r["reason"], "record": r["record"], "at": r["at"]}
             for r in rows]
-    if _emit_rows(obj.fmt(fmt), docs):
+    if _emit_rows(obj.fmt(fmt), docs, ("source", "line", "reason", "record", "at")):
         return
     if not docs:
         click.echo(f"{table}: no rejects")
