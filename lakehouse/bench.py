@@ -62,18 +62,11 @@ def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None
     rows in the same process; then a second run archives late rows into a few of those days."""
     from lakehouse.archive.job import _order
     from lakehouse.definitions import PARTITION_COLUMN
-    from lakehouse.project import Lakehouse
-    from lakehouse.settings import Settings
     from lakehouse.warehouse import row_count
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-backfill-"))
     try:
-        (root / "tables").mkdir(parents=True, exist_ok=True)
-        (root / "migrations").mkdir(exist_ok=True)
-        (root / "tables" / "bench.yaml").write_text(BENCH_TABLE)
-        (root / "migrations" / "0001_bench.py").write_text("def upgrade(ctx):\n    ctx.create_table('bench')\n")
-        lh = Lakehouse(Settings.resolve(root, str(root / "warehouse"), master, env={}))
-        lh.migrate()
+        lh = _bench_project(root, master)
         spark = lh.spark()
         d = lh.definition("bench")
         today = dt.datetime.now(dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -125,17 +118,10 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
 
     from lakehouse.archive.job import _order
     from lakehouse.definitions import PARTITION_COLUMN
-    from lakehouse.project import Lakehouse
-    from lakehouse.settings import Settings
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-"))
     try:
-        (root / "tables").mkdir(parents=True, exist_ok=True)
-        (root / "migrations").mkdir(exist_ok=True)
-        (root / "tables" / "bench.yaml").write_text(BENCH_TABLE)
-        (root / "migrations" / "0001_bench.py").write_text("def upgrade(ctx):\n    ctx.create_table('bench')\n")
-        lh = Lakehouse(Settings.resolve(root, str(root / "warehouse"), master, env={}))
-        lh.migrate()
+        lh = _bench_project(root, master)
         spark = lh.spark()
         d = lh.definition("bench")
         start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
@@ -220,18 +206,11 @@ def bench_ingest(master: str, small_files: int = 1000, small_rows: int = 1000, b
     """``ingest`` of many small files and of one big file, each against Spark's own file
     streaming source (CSV, trigger availableNow) writing the same files to a Delta table
     partitioned the same way, in one process; after a small warm-up of both."""
-    from lakehouse.project import Lakehouse
-    from lakehouse.settings import Settings
     from lakehouse.warehouse import row_count
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-ingest-"))
     try:
-        (root / "tables").mkdir(parents=True, exist_ok=True)
-        (root / "migrations").mkdir(exist_ok=True)
-        (root / "tables" / "bench.yaml").write_text(INGEST_TABLE.replace("BLOCKS", str(blocks_per_batch)))
-        (root / "migrations" / "0001_bench.py").write_text("def upgrade(ctx):\n    ctx.create_table('bench')\n")
-        lh = Lakehouse(Settings.resolve(root, str(root / "warehouse"), master, env={}))
-        lh.migrate()
+        lh = _bench_project(root, master, INGEST_TABLE.replace("BLOCKS", str(blocks_per_batch)))
         spark = lh.spark()
         live = lh.paths("bench").live
         cases: dict[str, Any] = {}
@@ -298,3 +277,17 @@ def _spark_stream(spark: Any, definition: Any, folder: Path, out: Path) -> int:
     )
     q.awaitTermination()
     return int(spark.read.format("delta").load(str(out / "table")).count())
+
+
+def _bench_project(root: Path, master: str, table: str = BENCH_TABLE) -> Any:
+    """A project in ``root`` with the bench table (``table``, YAML) created."""
+    from lakehouse.project import Lakehouse
+    from lakehouse.settings import Settings
+
+    (root / "tables").mkdir(parents=True, exist_ok=True)
+    (root / "migrations").mkdir(exist_ok=True)
+    (root / "tables" / "bench.yaml").write_text(table)
+    (root / "migrations" / "0001_bench.py").write_text("def upgrade(ctx):\n    ctx.create_table('bench')\n")
+    lh = Lakehouse(Settings.resolve(root, str(root / "warehouse"), master, env={}))
+    lh.migrate()
+    return lh

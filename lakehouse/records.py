@@ -283,11 +283,12 @@ class RowConverter:
                 raise BadValue(f"column {name}: {e}") from None
             except Exception as e:  # noqa: BLE001 - any value that breaks a converter is a reject
                 raise BadValue(f"column {name}: {_show(raw)} cannot be read as {type_label} "
-                               f"({type(e).__name__}: {_first_line(e)})") from None
+                               f"({type(e).__name__}: {first_line(e)})") from None
         return tuple(out)
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message, at most 200 characters (for one-line reasons)."""
     text = str(e).strip()
     line = text.splitlines()[0] if text else ""
     return line if len(line) <= 200 else line[:197] + "..."

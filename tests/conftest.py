@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -123,3 +125,16 @@ def repo_copy(tmp_path: Path) -> Project:
     for d in ("tables", "migrations", "queries"):
         shutil.copytree(REPO / d, root / d)
     return Project(root)
+
+
+def cli(p: "Project", *args: str, crash: str | None = None, **kw: Any) -> "subprocess.Popen[str] | subprocess.CompletedProcess[str]":
+    """Run ``lakehouse`` on a project in a process of its own (quick-start JVM, one core), killed
+    at the crash point ``crash`` if given; ``background=True`` returns the running process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM)
+    if crash:
+        env["LAKEHOUSE_CRASH_AT"] = crash
+    cmd = [sys.executable, "-m", "lakehouse.cli", "--project", str(p.root), "--warehouse", p.settings.warehouse, *args]
+    if kw.pop("background", False):
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)

@@ -9,8 +9,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +18,7 @@ import pytest
 
 from lakehouse.ingest.state import StateStore
 from lakehouse.warehouse import scan
-from tests.conftest import FAST_JVM, Project
+from tests.conftest import Project, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -54,17 +52,6 @@ def land_files(land: Path, start: int, count: int) -> dict[str, list[int]]:
         (land / f"ev_{f:04d}.csv").write_text("\n".join(lines) + "\n")
         out[f"ev_{f:04d}.csv"] = ids
     return out
-
-
-def cli(p: Project, *args: str, crash: str | None = None, **kw) -> subprocess.Popen | subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM)
-    if crash:
-        env["LAKEHOUSE_CRASH_AT"] = crash
-    cmd = [sys.executable, "-m", "lakehouse.cli", "--project", str(p.root), "--warehouse", p.settings.warehouse, *args]
-    if kw.pop("background", False):
-        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
 def check_consistent(p: Project, files: dict[str, list[int]], complete: bool) -> None:

@@ -9,8 +9,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse.warehouse import scan
-from tests.conftest import FAST_JVM, Project
+from tests.conftest import Project, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -47,15 +45,6 @@ def make_files(data: Path) -> dict[str, list[int]]:
         path.write_text("\n".join(lines) + "\n")
         out[str(path)] = ids
     return out
-
-
-def cli(p: Project, *args: str, crash: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM)
-    if crash:
-        env["LAKEHOUSE_CRASH_AT"] = crash
-    cmd = [sys.executable, "-m", "lakehouse.cli", "--project", str(p.root), "--warehouse", p.settings.warehouse, *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
 def check(p: Project, files: dict[str, list[int]], complete: bool) -> None:

@@ -44,6 +44,7 @@ from lakehouse.ingest.blocks import (
 from lakehouse.ingest.state import LOAD_SOURCE, Batch, FileEntry, IngestState, StateStore
 from lakehouse.inputs import Format, detect_format
 from lakehouse.live import commit_live
+from lakehouse.records import first_line
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ class BatchRunner:
                 log.error("batch %d of %s failed to stage %d times; its files are failed: %s",
                           batch.number, state.source, batch.attempts, err)
                 reason = (f"parsing its batch ({batch.number}) failed {batch.attempts} times: "
-                          f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:300]}")
+                          f"{type(err).__name__}: {first_line(err)}")
                 manifest = {"files": {str(i): {"good": 0, "rejected": 0, "error": f"{p}: {reason}"}
                                       for i, p in enumerate(paths)},
                             "days": [], "good": 0, "rejected": 0, "blocks": len(blocks)}

@@ -43,7 +43,7 @@ from lakehouse.inputs import (
     read_records,
     utf8_lines,
 )
-from lakehouse.records import BadValue, RowConverter
+from lakehouse.records import BadValue, RowConverter, first_line
 
 FILE_COLUMN = "_lh_file"
 LINE_COLUMN = "_lh_line"
@@ -541,6 +541,4 @@ def _parse_rows(definition: TableDefinition, block: Block, batch_rows: int) -> I
 
 def unexpected(path: str, e: BaseException) -> str:
     """The reason of a file that failed in a way no check foresaw."""
-    text = str(e).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{path}: unexpected {type(e).__name__} while reading: {first[:200]}"
+    return f"{path}: unexpected {type(e).__name__} while reading: {first_line(e)}"
