@@ -193,7 +193,8 @@ def tables(obj: Ctx, fmt: str | None) -> None:
     if not states:
         click.echo("no tables defined in tables/")
         return
-    click.echo(f"{'table':<20} {'live_rows':>10} {'archive_rows':>12} {'rejects':>8} {'waiting':>8}  {'cutoff':<32} state")
+    click.echo(f"{'table':<20} {'live_rows':>10} {'archive_rows':>12} {'rejects':>8} {'waiting':>8}  {'cutoff':<32} "
+               f"{'watermark':<20} state")
     for s in states:
         cutoff = "-" if s.cutoff is None else f"{s.cutoff} ({output.format_timestamp(_cutoff_dt(s.cutoff))})"
         state = "ok" if s.created else "not created (run lakehouse migrate)"
@@ -201,7 +202,11 @@ def tables(obj: Ctx, fmt: str | None) -> None:
             e = s.last_error
             state = (f"archive failing at {e.get('step')} ({e.get('failures', 1)}x since {e.get('since')}): "
                      f"{e.get('error')}")
-        click.echo(f"{s.name:<20} {s.live_rows:>10} {s.archive_rows:>12} {s.rejects:>8} {s.waiting_rows:>8}  {cutoff:<32} {state}")
+        mark = output.format_timestamp(s.watermark) if s.watermark else "-"
+        if s.staged:
+            state += f"; {s.staged} rows staged"
+        click.echo(f"{s.name:<20} {s.live_rows:>10} {s.archive_rows:>12} {s.rejects:>8} {s.waiting_rows:>8}  {cutoff:<32} "
+                   f"{mark:<20} {state}")
 
 
 # -- load -------------------------------------------------------------------------------------
@@ -255,10 +260,14 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
 @click.option("--watch", "mode", flag_value="watch", help="Scan again every ingress_file_scan_wait until Ctrl-C.")
 @click.option("--drain", is_flag=True, help="Also take every queued file at the end (the end of a stream).")
 @click.option("--dry-run", is_flag=True, help="Print what would be taken; change nothing.")
+@click.option("--producer", "producer_name", default=None,
+              help="The producer this landing directory writes the table as (default: the directory's path); "
+                   "its bound is the implied time of the last file taken; --drain detaches it.")
 @format_option()
 @click.pass_obj
 @handle_errors
-def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: bool, fmt: str | None) -> None:
+def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: bool, producer_name: str | None,
+           fmt: str | None) -> None:
     """Load files from a landing directory in implied-time order, exactly once."""
     import signal
     import threading
@@ -298,7 +307,7 @@ def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: b
 
     with progress:
         report = obj.lakehouse.ingest(table, source, watch=(mode == "watch"), drain=drain, dry_run=dry_run,
-                                      stop=stop, on_batch=on_batch, on_start=on_start)
+                                      stop=stop, on_batch=on_batch, on_start=on_start, producer=producer_name)
     if obj.fmt(fmt) == "json":
         _emit_json(report.to_json())
         return
@@ -370,6 +379,160 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
         click.echo(f"{output.format_timestamp(d['at'])}  {where}  {d['reason']}")
         if d["record"]:
             click.echo(f"    {d['record'][:200]}")
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+_NOW_HELP = "The clock for this operation (ISO 8601; replays and tests)."
+
+
+def _producer_doc(obj: Ctx, table: str, name: str, now: str | None) -> dict[str, Any]:
+    status = obj.lakehouse.stream_status(table, _parse_now(now))
+    mine = next((p for p in status["producers"] if p["name"] == name), None)
+    return {"table": table, "producer": name, **(mine or {"attached": False}),
+            "stream_bound": status["bound"], "watermark": status["watermark"], "stream_staged": status["staged"]}
+
+
+def _print_producer(obj: Ctx, fmt: str | None, doc: dict[str, Any], did: str) -> None:
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    if obj.fmt(fmt) == "csv":
+        _emit_rows("csv", [doc])
+        return
+    ts = output.format_timestamp
+    click.echo(f"{doc['table']}: producer {doc['producer']!r} {did}; its bound "
+               f"{ts(doc['bound']) if doc.get('bound') else 'undefined'}, "
+               f"{doc.get('staged', 0)} rows staged; stream bound "
+               f"{ts(doc['stream_bound']) if doc['stream_bound'] else 'undefined'}, watermark "
+               f"{ts(doc['watermark']) if doc['watermark'] else 'undefined'}")
+
+
+@cli.group()
+@click.argument("table")
+@click.argument("name")
+@click.pass_context
+def producer(ctx: click.Context, table: str, name: str) -> None:
+    """Producer NAME of TABLE: attach, insert rows, assert bounds, heartbeat, detach.
+
+    Rows enter live in event-time order: a producer's rows wait (staged) until every attached
+    producer's bound has passed them. A row earlier than max(stream bound, the producer's bound)
+    minus stream.allowed_lateness is rejected late_row."""
+    ctx.obj = (ctx.obj, table, name)
+
+
+def _producer_op(fn: F) -> F:
+    @click.option("--now", default=None, help=_NOW_HELP)
+    @format_option()
+    @click.pass_obj
+    @handle_errors
+    @functools.wraps(fn)
+    def wrapper(obj: tuple[Ctx, str, str], *args: Any, now: str | None, fmt: str | None, **kw: Any) -> Any:
+        ctx, table, name = obj
+        from lakehouse.stream.producer import check_name
+
+        check_name(name)
+        p = ctx.lakehouse.producer(table, name, _parse_now(now))
+        did, extra = fn(p, *args, **kw)
+        doc = _producer_doc(ctx, table, name, now)
+        doc.update(extra)
+        _print_producer(ctx, fmt, doc, did)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@producer.command("attach")
+@click.option("--bound", "bound", default=None, help="Assert this bound on attaching (ISO 8601).")
+@_producer_op
+def producer_attach(p: Any, bound: str | None) -> tuple[str, dict[str, Any]]:
+    """Attach (at the stream's bound, or --bound if later); attaching again renews the lease."""
+    p.attach(_parse_now(bound))
+    return "attached", {}
+
+
+@producer.command("insert")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--input-format", "input_format", type=click.Choice(["csv", "json", "parquet"]), default=None,
+              help="Input file format (default: from each file's extension; .gz allowed).")
+@click.option("--force", is_flag=True, help="Insert files whose content this producer inserted before.")
+@_producer_op
+def producer_insert(p: Any, files: tuple[str, ...], input_format: str | None, force: bool) -> tuple[str, dict[str, Any]]:
+    """Insert the rows of FILES (one batch); late rows and bad rows go to rejects."""
+    r = p.insert_files(list(files), input_format, force=force)
+    d = r.as_dict()
+    return (f"inserted {d['rows_loaded']} rows ({d['rows_late']} late, {d['rows_rejected']} rejected in all)",
+            {"insert": d})
+
+
+@producer.command("bound")
+@click.argument("ts")
+@_producer_op
+def producer_bound(p: Any, ts: str) -> tuple[str, dict[str, Any]]:
+    """Promise that no later row of this producer is earlier than TS."""
+    p.bound(_parse_now(ts))
+    return f"asserted bound {ts}", {}
+
+
+@producer.command("heartbeat")
+@_producer_op
+def producer_heartbeat(p: Any) -> tuple[str, dict[str, Any]]:
+    """Renew the producer's lease (it keeps holding the watermark)."""
+    p.heartbeat()
+    return "renewed its lease", {}
+
+
+@producer.command("detach")
+@_producer_op
+def producer_detach(p: Any) -> tuple[str, dict[str, Any]]:
+    """Detach: the producer stops holding the watermark; its staged rows go when it passes them."""
+    p.detach()
+    return "detached", {}
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--events", is_flag=True, help="List attach/detach/expiry/bound/insert/release events instead.")
+@click.option("--now", default=None, help=_NOW_HELP)
+@format_option()
+@click.pass_obj
+@handle_errors
+def stream(obj: Ctx, table: str, events: bool, now: str | None, fmt: str | None) -> None:
+    """TABLE's stream: its bound, watermark, staged rows and producers (or --events)."""
+    ts = output.format_timestamp
+    if events:
+        from lakehouse.stream.engine import from_micros
+
+        docs = []
+        for e in obj.lakehouse.stream_events(table):
+            docs.append({"kind": e["kind"], "at": from_micros(e["at"]), "producer": e.get("producer"),
+                         "bound": from_micros(e.get("bound")), "rows": e.get("rows"), "rejected": e.get("rejected"),
+                         "detail": e.get("detail")})
+        if _emit_rows(obj.fmt(fmt), docs, ("kind", "at", "producer", "bound", "rows", "rejected", "detail")):
+            return
+        if not docs:
+            click.echo(f"{table}: no stream events")
+        for d in docs:
+            extra = [f"bound {ts(d['bound'])}" if d["bound"] else "",
+                     f"{d['rows']} rows" if d["rows"] is not None else "",
+                     f"{d['rejected']} late" if d["rejected"] else "", d["detail"] or ""]
+            click.echo(f"{ts(d['at'])}  {d['kind']:<8} {d['producer'] or '-':<20} {'; '.join(x for x in extra if x)}")
+        return
+    doc = obj.lakehouse.stream_status(table, _parse_now(now))
+    doc.pop("table", None)
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    if obj.fmt(fmt) == "csv":
+        _emit_rows("csv", doc["producers"], ("name", "bound", "staged", "lease_expires", "rejected", "attached",
+                                            "holding"))
+        return
+    click.echo(f"{table}: bound {ts(doc['bound']) if doc['bound'] else 'undefined'}, watermark "
+               f"{ts(doc['watermark']) if doc['watermark'] else 'undefined'}, {doc['staged']} rows staged")
+    for p in doc["producers"]:
+        state = "holding" if p["holding"] else ("attached, lease expired" if p["attached"] else "detached")
+        click.echo(f"  {p['name']}: {state}; bound {ts(p['bound']) if p['bound'] else 'undefined'}, "
+                   f"{p['staged']} staged, {p['rejected']} rejected late"
+                   + (f", lease until {ts(p['lease_expires'])}" if p["lease_expires"] else ""))
 
 
 # -- query ------------------------------------------------------------------------------------

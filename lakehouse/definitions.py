@@ -79,6 +79,10 @@ class ArchiveSettings(_Strict):
     """Archive sort order (low cardinality first); then event time, then primary key."""
     vectors: Literal["all", "sort_columns"] = "all"
     """Which columns get vector files."""
+    clock: Literal["now", "bound"] = "now"
+    """What the cutoff follows: ``now`` (cutoff = now - delay) or ``bound`` (cutoff =
+    min(now, the table's watermark) - delay, so a day is never sealed while an attached producer
+    may still write into it)."""
 
     @field_validator("delay", "interval", mode="before")
     @classmethod
@@ -247,6 +251,37 @@ class IngestSettings(_Strict):
         return self.ingress_delay_interval.millis >= 0
 
 
+class StreamSettings(_Strict):
+    """How producers write the table through rowtime bounds (the ``stream:`` section)."""
+
+    allowed_lateness: Duration | None = None
+    """How far below max(stream bound, producer bound) a row may be and still be taken; None
+    (``unbounded``, the default) rejects nothing for time; ``0`` gives strict bounds."""
+    lease: Duration = Duration.parse("5m")
+    """A producer that neither inserts, asserts a bound nor heartbeats for this long stops
+    holding the watermark back (its lease expires)."""
+
+    @field_validator("allowed_lateness", mode="before")
+    @classmethod
+    def _lateness(cls, v: Any) -> Duration | None:
+        if v is None or v == "unbounded":
+            return None
+        if not isinstance(v, bool) and (v == 0 or v == "0") and not isinstance(v, float):
+            return Duration(0, "0")
+        try:
+            return Duration.parse(v)
+        except ValueError:
+            raise ValueError(f"expected 'unbounded', 0 or a duration such as '5m', got {v!r}") from None
+
+    @field_validator("lease", mode="before")
+    @classmethod
+    def _lease(cls, v: Any) -> Duration:
+        d = Duration.parse(v)
+        if d.millis < 1:
+            raise ValueError(f"must be longer than 0, got {v!r}")
+        return d
+
+
 class TableDefinition(_Strict):
     """A fact table: columns, optional primary key, event time, archive settings."""
 
@@ -262,6 +297,8 @@ class TableDefinition(_Strict):
     """Archiving settings."""
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     """How ``lakehouse ingest`` takes files from landing directories."""
+    stream: StreamSettings = Field(default_factory=StreamSettings)
+    """Producers and rowtime bounds: allowed lateness and the producers' lease."""
 
     @field_validator("name", mode="before")
     @classmethod

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+SEQ_COLUMN = "_lh_seq"
+"""Order column of released rows: the stream's insert sequence (a later insert wins a key)."""
 
 
 def check_loadable(definition: TableDefinition, paths: TablePaths) -> None:
@@ -39,10 +41,14 @@ def _source_frame(definition: TableDefinition, df: "DataFrame", load_id: str) ->
     from pyspark.sql import functions as F
 
     df = df.withColumn(PARTITION_COLUMN, F.to_date(F.col(definition.event_time)))
+    order = [F.desc(FILE_COLUMN), F.desc(LINE_COLUMN)]
+    if SEQ_COLUMN in df.columns:
+        order.insert(0, F.desc(SEQ_COLUMN))
     if definition.has_key:
-        w = Window.partitionBy(*definition.primary_key).orderBy(F.desc(FILE_COLUMN), F.desc(LINE_COLUMN))
+        w = Window.partitionBy(*definition.primary_key).orderBy(*order)
         df = df.withColumn("_lh_rank", F.row_number().over(w)).where("_lh_rank = 1")
-    return df.select(*definition.column_names, F.lit(load_id).alias(LOAD_COLUMN), PARTITION_COLUMN)
+    load = F.col(LOAD_COLUMN) if LOAD_COLUMN in df.columns else F.lit(load_id)
+    return df.select(*definition.column_names, load.alias(LOAD_COLUMN), PARTITION_COLUMN)
 
 
 def commit_live(spark: "SparkSession", definition: TableDefinition, paths: TablePaths, good: "DataFrame",

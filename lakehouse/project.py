@@ -39,7 +39,12 @@ class TableState:
     archive_rows: int
     rejects: int
     cutoff: int | None
-    bound: int | None
+    bound: Any
+    """The stream bound B: the latest event time released into live (None before any)."""
+    watermark: Any = None
+    """The table's completeness: min bound of the producers holding it, else B."""
+    staged: int = 0
+    """Rows inserted by producers and waiting for the watermark."""
     waiting_rows: int = 0
     """Live rows older than the cutoff: late arrivals invisible until the next archiving run."""
     last_error: dict[str, Any] | None = None
@@ -49,8 +54,8 @@ class TableState:
     def as_dict(self) -> dict[str, Any]:
         doc = {
             "name": self.name, "live_rows": self.live_rows, "archive_rows": self.archive_rows,
-            "cutoff": self.cutoff, "bound": self.bound, "created": self.created, "rejects": self.rejects,
-            "waiting_rows": self.waiting_rows,
+            "cutoff": self.cutoff, "bound": self.bound, "watermark": self.watermark, "staged": self.staged,
+            "created": self.created, "rejects": self.rejects, "waiting_rows": self.waiting_rows,
         }
         if self.last_error:  # only while archiving fails (the document stays the same otherwise)
             doc["last_error"] = self.last_error
@@ -103,12 +108,17 @@ class Lakehouse:
         """Every defined table and its state (from Delta logs; no Spark)."""
         out = []
         from lakehouse.archive.state import read_snapshot, read_status
+        from lakehouse.stream.engine import describe, wall_clock
+        from lakehouse.stream.store import StreamStore
 
+        now = wall_clock()
         for name, d in sorted(self.definitions().items()):
             p = self.paths(name)
             created = delta_exists(p.live)
             snap = read_snapshot(p.archive) if created else None
             cutoff = snap.cutoff if snap else None
+            stream = describe(StreamStore(p), d, p, now) if created else {"bound": None, "watermark": None,
+                                                                          "staged": 0}
             out.append(
                 TableState(
                     name=name,
@@ -117,7 +127,9 @@ class Lakehouse:
                     archive_rows=row_count(p.archive) if created else 0,
                     rejects=row_count(p.rejects) if created else 0,
                     cutoff=cutoff,
-                    bound=None,
+                    bound=stream["bound"],
+                    watermark=stream["watermark"],
+                    staged=int(stream["staged"] or 0),
                     waiting_rows=_waiting_rows(p.live, d.event_time, cutoff) if created and cutoff is not None else 0,
                     last_error=(read_status(p.root) or {}).get("last_error") if created else None,
                 )
@@ -169,12 +181,12 @@ class Lakehouse:
         return Load(self.spark, self.settings.warehouse, self.definition(table)).run(files, fmt, force=force)
 
     def ingest(self, table: str, source: str, watch: bool = False, drain: bool = False, dry_run: bool = False,
-               stop: Any = None, on_batch: Any = None, on_start: Any = None) -> Any:
+               stop: Any = None, on_batch: Any = None, on_start: Any = None, producer: str | None = None) -> Any:
         """Take files from a landing directory into live (see lakehouse.ingest.pipeline)."""
         from lakehouse.ingest.pipeline import Ingest
 
         job = Ingest(self.spark, self.settings.warehouse, self.definition(table), source,
-                     on_batch=on_batch, on_start=on_start)
+                     on_batch=on_batch, on_start=on_start, producer=producer)
         return job.run(watch=watch, drain=drain, dry_run=dry_run, stop=stop)
 
     def ingest_log(self, table: str, source: str | None = None) -> list[dict[str, Any]]:
@@ -187,6 +199,32 @@ class Lakehouse:
     def rejects(self, table: str) -> list[dict[str, Any]]:
         self.definition(table)
         return rejects.read(self.settings.warehouse, table)
+
+    # -- streams --------------------------------------------------------------------------
+
+    def table(self, name: str) -> Any:
+        """A table handle: ``lh.table("trips").producer("app")`` (see lakehouse.stream.producer)."""
+        from lakehouse.stream.producer import Table
+
+        return Table(self, name)
+
+    def producer(self, table: str, name: str, now: Any = None) -> Any:
+        """Producer ``name`` of ``table``; ``now`` fixes its clock (replays, tests)."""
+        return self.table(table).producer(name, clock=_clock(now))
+
+    def stream_status(self, table: str, now: Any = None) -> dict[str, Any]:
+        from lakehouse.stream.engine import describe, wall_clock
+        from lakehouse.stream.store import StreamStore
+
+        d, p = self.definition(table), self.paths(table)
+        clock = _clock(now) or wall_clock
+        return describe(StreamStore(p), d, p, clock())
+
+    def stream_events(self, table: str) -> list[dict[str, Any]]:
+        from lakehouse.stream.store import StreamStore
+
+        self.definition(table)
+        return StreamStore(self.paths(table)).events()
 
     # -- queries --------------------------------------------------------------------------
 
@@ -214,6 +252,16 @@ class Lakehouse:
         if not qdir.is_dir():
             return []
         return [SavedQuery(p.stem, p, p.read_text(encoding="utf-8")) for p in sorted(qdir.glob("*.sql"))]
+
+
+def _clock(now: Any) -> Any:
+    """A fixed clock at ``now`` (a datetime or ISO string), or None for the wall clock."""
+    if now is None:
+        return None
+    from lakehouse.stream.producer import to_micros
+
+    t = to_micros(now)
+    return lambda: t
 
 
 def _waiting_rows(live_path: str, event_time: str, cutoff: int) -> int:

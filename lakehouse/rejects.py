@@ -30,14 +30,19 @@ SCHEMA = pa.schema(
         pa.field("reason", pa.string()),  # why: names the column and the problem
         pa.field("at", pa.timestamp("us", tz="UTC")),  # when it was rejected
         pa.field("load_id", pa.string()),  # the load or ingest batch that rejected it
+        pa.field("producer", pa.string()),  # the producer whose insert it was (streams)
+        pa.field("bound", pa.timestamp("us", tz="UTC")),  # late_row: the bound the row broke
     ]
 )
 COLUMNS = tuple(SCHEMA.names)
-DDL = "source STRING, line BIGINT, record STRING, reason STRING, at TIMESTAMP, load_id STRING"
+DDL = ("source STRING, line BIGINT, record STRING, reason STRING, at TIMESTAMP, load_id STRING, "
+       "producer STRING, bound TIMESTAMP")
+LATE_ROW = "late_row"
+"""The reason of a row earlier than its producer's bound (minus the allowed lateness)."""
 
 
 def file_frame(spark: "SparkSession", files: list[tuple[str, str]], load_id: str,
-               at: dt.datetime | None = None) -> "DataFrame":
+               at: dt.datetime | None = None, producer: str | None = None) -> "DataFrame":
     """Rejects of whole files: (source, reason) each, with no line or record."""
     at = at or dt.datetime.now(UTC)
     n = len(files)
@@ -49,6 +54,8 @@ def file_frame(spark: "SparkSession", files: list[tuple[str, str]], load_id: str
             pa.array([r for _, r in files], pa.string()),
             pa.array([at] * n, pa.timestamp("us", tz="UTC")),
             pa.array([load_id] * n, pa.string()),
+            pa.array([producer] * n, pa.string()),
+            pa.array([None] * n, pa.timestamp("us", tz="UTC")),
         ],
         schema=SCHEMA,
     )
@@ -56,7 +63,8 @@ def file_frame(spark: "SparkSession", files: list[tuple[str, str]], load_id: str
 
 
 def rows_frame(df: "DataFrame", source: "Column", line: "Column", record: "Column", reason: "Column",
-               load_id: str, at: dt.datetime | None = None) -> "DataFrame":
+               load_id: str, at: dt.datetime | None = None, producer: str | None = None,
+               bound: dt.datetime | None = None) -> "DataFrame":
     """Rejects rows from a frame of rejected records, given the columns that hold each field."""
     from pyspark.sql import functions as F
 
@@ -65,6 +73,7 @@ def rows_frame(df: "DataFrame", source: "Column", line: "Column", record: "Colum
         source.cast("string").alias("source"), line.cast("bigint").alias("line"),
         record.cast("string").alias("record"), reason.cast("string").alias("reason"),
         F.lit(at).cast("timestamp").alias("at"), F.lit(load_id).alias("load_id"),
+        F.lit(producer).cast("string").alias("producer"), F.lit(bound).cast("timestamp").alias("bound"),
     )
 
 
@@ -76,9 +85,10 @@ def append(spark: "SparkSession", paths: TablePaths, frames: list["DataFrame"],
     df = frames[0]
     for other in frames[1:]:
         df = df.unionByName(other)
-    with idempotent(spark, txn):
-        df.select(*COLUMNS[:4], F.col("at").cast("timestamp"), "load_id") \
-            .write.format("delta").mode("append").save(paths.rejects)
+    with idempotent(spark, txn):  # mergeSchema: a rejects table older than producer/bound gains them
+        df.select(*COLUMNS[:4], F.col("at").cast("timestamp"), "load_id", "producer",
+                  F.col("bound").cast("timestamp")) \
+            .write.format("delta").mode("append").option("mergeSchema", "true").save(paths.rejects)
 
 
 def read(warehouse: str, table: str) -> list[dict[str, Any]]:
@@ -86,6 +96,6 @@ def read(warehouse: str, table: str) -> list[dict[str, Any]]:
     paths = TablePaths(warehouse, table)
     if not delta_exists(paths.rejects):
         raise TableNotFound(f"table {table!r} has no rejects table; run `lakehouse migrate`")
-    rows = scan(paths.rejects).to_pylist()
+    rows = [{c: r.get(c) for c in COLUMNS} for r in scan(paths.rejects).to_pylist()]
     rows.sort(key=lambda r: (r["at"] or dt.datetime.min.replace(tzinfo=UTC), r["source"] or "", r["line"] or 0))
     return rows

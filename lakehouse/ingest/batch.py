@@ -41,14 +41,15 @@ from lakehouse.ingest.blocks import (
     plan_file,
     unexpected,
 )
-from lakehouse.ingest.state import LOAD_SOURCE, Batch, FileEntry, IngestState, StateStore
+from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, is_files_source
 from lakehouse.inputs import Format, detect_format
-from lakehouse.live import commit_live
 from lakehouse.records import first_line
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.stream.engine import Registered, Stream
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
@@ -74,6 +75,8 @@ class BatchResult:
     """File -> reason of the files rejected whole."""
     per_file: dict[str, tuple[int, int]] = field(default_factory=dict)
     """File -> (rows loaded, rows rejected) of the files that loaded."""
+    rows_late: int = 0
+    """Rows rejected ``late_row`` (earlier than the producer's bound), counted in rows_rejected."""
 
 
 MAX_STAGE_ATTEMPTS = 3
@@ -87,7 +90,7 @@ def plan_entry(state: IngestState, e: FileEntry, definition: TableDefinition, fi
     link in a landing directory leads out of it, or (``verify``) when its content is no longer the
     content recorded when it was taken."""
     path = state.path_of(e)
-    if state.source != LOAD_SOURCE and not definition.ingest.follow_symlinks:
+    if not is_files_source(state.source) and not definition.ingest.follow_symlinks:
         real = os.path.realpath(path)
         if not real.startswith(state.source.rstrip("/") + "/"):  # checked at scan; again now
             raise InputError(f"{e.name}: a symbolic link to a file outside the landing directory; "
@@ -133,12 +136,15 @@ class BatchRunner:
     """Executes the taken batches of one source of one table."""
 
     def __init__(self, spark_factory: Callable[[], "SparkSession"], definition: TableDefinition,
-                 paths: TablePaths, store: StateStore,
+                 paths: TablePaths, store: StateStore, stream: "Stream", producer: str,
                  on_start: Callable[[Batch, int], None] | None = None) -> None:
         self.spark_factory = spark_factory
         self.definition = definition
         self.paths = paths
         self.store = store
+        self.stream = stream
+        """The table's stream: a batch's good rows are an insert of ``producer``."""
+        self.producer = producer
         self.on_start = on_start or (lambda b, n: None)
         self.planned: dict[str, list[Block]] = {}
         """Blocks planned when the files were taken (a recovered batch plans again)."""
@@ -148,10 +154,12 @@ class BatchRunner:
         app = state.app_id
         staging = join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}")
         manifest_path = os.path.join(staging, "manifest.json")
+        # a batch of a run before streams went straight into live with the source's SetTransaction
         live_done = (txn_version(self.paths.live, app) or 0) >= batch.number
         rejects_done = (txn_version(self.paths.rejects, app) or 0) >= batch.number
-        manifest: dict[str, Any] | None = None
-        if os.path.exists(manifest_path):
+        replay = self.stream.replay(self.producer, app, batch.number)
+        manifest: dict[str, Any] | None = replay.get("manifest") if replay else None
+        if manifest is None and os.path.exists(manifest_path):
             with open(manifest_path, encoding="utf-8") as f:
                 manifest = json.load(f)
         paths = [state.path_of(state.files[n]) for n in batch.files]
@@ -182,31 +190,31 @@ class BatchRunner:
         file_errors = [(paths[int(i)], f["error"]) for i, f in manifest["files"].items() if f["error"]]
         file_errors += [(p, reason) for p, (_, reason) in zip(failed_paths, batch.failed)]
         load_id = state.load_id(batch)
-        spark = None
-        if not live_done and manifest["good"]:
-            spark = session = self.spark_factory()
-            good = self._staged(session, staging).where(f"{KIND_COLUMN} = {GOOD}")
-            failed_idx = [int(i) for i, f in manifest["files"].items() if f["error"]]
-            if failed_idx:
-                good = good.where(~good[FILE_COLUMN].isin(failed_idx))
-            days = {dt.date.fromisoformat(d) for d in manifest["days"]}
-            (ins, upd), _ = with_retries(
-                f"batch {batch.number} of {state.source} into {self.definition.name}/live",
-                lambda: commit_live(session, self.definition, self.paths, good, load_id, days,
-                                    int(manifest["good"]), txn=(app, batch.number)))
-            result.rows_inserted, result.rows_updated = ins, upd
+        failed_idx = [int(i) for i, f in manifest["files"].items() if f["error"]]
+        reg: Registered | None = None
+        if not live_done and manifest["good"]:  # the good rows are this producer's insert
+            before = (self.stream.released.inserted, self.stream.released.updated)
+            reg = self.stream.register(self.producer, app, batch.number, staging, failed_idx, load_id,
+                                       has_rejects=bool(manifest["rejected"]), manifest=manifest)
+            result.rows_inserted = self.stream.released.inserted - before[0]
+            result.rows_updated = self.stream.released.updated - before[1]
         crashpoints.reached("ingest_after_live")
-        if not rejects_done and (manifest["rejected"] or file_errors):
-            session = spark or self.spark_factory()
+        late = reg.late_by_file if reg is not None else {}
+        if not rejects_done and (manifest["rejected"] or file_errors or late):
+            session = self.spark_factory()
             at = dt.datetime.now(UTC)
             frames = []
             if manifest["rejected"]:
                 frames.append(self._rejects_frame(session, staging, paths, manifest, load_id, at))
+            if late and reg is not None:
+                frames.append(self._late_frame(session, staging, paths, manifest, reg.late_below, load_id, at))
             if file_errors:
-                frames.append(rejects.file_frame(session, file_errors, load_id, at))
+                frames.append(rejects.file_frame(session, file_errors, load_id, at, producer=self.producer))
             with_retries(f"rejects of batch {batch.number} of {state.source} into {self.definition.name}",
                          lambda: rejects.append(session, self.paths, frames, txn=(app, batch.number)))
         crashpoints.reached("ingest_after_rejects")
+        if reg is not None and reg.segment is not None and (manifest["rejected"] or late):
+            self.stream.rejects_written(reg.segment)
         for i, name in enumerate(batch.files):
             e = state.files[name]
             stats = manifest["files"].get(str(i), {"good": 0, "rejected": 0, "error": None})
@@ -215,9 +223,12 @@ class BatchRunner:
                 result.failed.append(shown[i])
                 result.errors[shown[i]] = stats["error"]
             else:
-                e.status, e.rows, e.rows_rejected = "ingested", int(stats["good"]), int(stats["rejected"])
+                n_late = late.get(i, 0)
+                e.status, e.rows = "ingested", int(stats["good"]) - n_late
+                e.rows_rejected = int(stats["rejected"]) + n_late
                 result.rows += e.rows
                 result.rows_rejected += e.rows_rejected
+                result.rows_late += n_late
                 result.per_file[shown[i]] = (e.rows, e.rows_rejected)
         for name, (_, reason) in zip(failed_shown, batch.failed):
             result.failed.append(name)
@@ -225,7 +236,8 @@ class BatchRunner:
         state.pending = [b for b in state.pending if b.number != batch.number]
         self.store.save(state)
         crashpoints.reached("ingest_after_state")
-        remove_tree(staging)
+        if reg is None or not reg.keeps_staging:
+            remove_tree(staging)  # else the stream removes it once its rows are released
         result.seconds = time.monotonic() - started
         return result
 
@@ -234,9 +246,10 @@ class BatchRunner:
         leaves it behind)."""
         prefix = f"ingest-{state.key}-"
         pending = {f"{prefix}{b.number:08d}" for b in state.pending}
+        staged = {os.path.basename(p.rstrip("/")) for p in self.stream.referenced()}
         if os.path.isdir(self.paths.staging):
             for name in os.listdir(self.paths.staging):
-                if name.startswith(prefix) and name not in pending:
+                if name.startswith(prefix) and name not in pending and name not in staged:
                     remove_tree(join(self.paths.staging, name))
 
     def _plan_blocks(self, state: IngestState, batch: Batch, verify: bool) -> list[Block]:
@@ -312,6 +325,23 @@ class BatchRunner:
     def _staged(self, spark: "SparkSession", staging: str) -> "DataFrame":
         return spark.read.parquet(join(staging, "rows"))
 
+    def _late_frame(self, spark: "SparkSession", staging: str, paths: list[str], manifest: dict[str, Any],
+                    below: int | None, load_id: str, at: dt.datetime) -> "DataFrame":
+        """Rejects of the late rows of an insert: good rows earlier than the bound they broke."""
+        from pyspark.sql import functions as F
+
+        from lakehouse.stream.engine import from_micros
+
+        ok = [int(i) for i, f in manifest["files"].items() if not f["error"]]
+        sources = F.create_map(*[x for i in ok for x in (F.lit(i), F.lit(paths[i]))])
+        et = F.col(self.definition.event_time)
+        df = self._staged(spark, staging).where(
+            (F.col(KIND_COLUMN) == GOOD) & F.col(FILE_COLUMN).isin(ok) & (et < F.expr(f"timestamp_micros({below}L)")))
+        record = F.coalesce(F.col(RAW_COLUMN), F.to_json(F.struct(*[F.col(c) for c in self.definition.column_names])))
+        return rejects.rows_frame(df, F.element_at(sources, F.col(FILE_COLUMN)), F.col(LINE_COLUMN), record,
+                                  F.lit(rejects.LATE_ROW), load_id, at, producer=self.producer,
+                                  bound=from_micros(below))
+
     def _rejects_frame(self, spark: "SparkSession", staging: str, paths: list[str], manifest: dict[str, Any],
                        load_id: str, at: dt.datetime) -> "DataFrame":
         from pyspark.sql import functions as F
@@ -320,7 +350,7 @@ class BatchRunner:
         sources = F.create_map(*[x for i in ok for x in (F.lit(i), F.lit(paths[i]))])
         df = self._staged(spark, staging).where((F.col(KIND_COLUMN) == REJECT) & F.col(FILE_COLUMN).isin(ok))
         return rejects.rows_frame(df, F.element_at(sources, F.col(FILE_COLUMN)), F.col(LINE_COLUMN),
-                                  F.col(RAW_COLUMN), F.col(REASON_COLUMN), load_id, at)
+                                  F.col(RAW_COLUMN), F.col(REASON_COLUMN), load_id, at, producer=self.producer)
 
 
 # -- block descriptors as Spark rows -------------------------------------------------------------

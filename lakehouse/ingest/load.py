@@ -28,10 +28,12 @@ from lakehouse.ingest.batch import (
     continue_numbering,
     plan_entry,
 )
-from lakehouse.ingest.state import LOAD_SOURCE, Batch, FileEntry, IngestState, StateStore
+from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, producer_source
 from lakehouse.inputs import detect_format
 from lakehouse.live import check_loadable
 from lakehouse.settings import is_local
+from lakehouse.stream.engine import Stream
+from lakehouse.stream.model import StreamError
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -64,6 +66,8 @@ class LoadResult:
     files: list[FileResult] = field(default_factory=list)
     batches: list[BatchResult] = field(default_factory=list)
     load_ids: list[str] = field(default_factory=list)
+    rows_staged: int = 0
+    """Rows of the producer still staged at the end, waiting for the watermark to pass them."""
 
     @property
     def rows_loaded(self) -> int:
@@ -109,6 +113,8 @@ class LoadResult:
             "skipped": [{"source": f.source, "reason": f.skipped} for f in self.files_skipped],
             "rows_inserted": self.rows_inserted,
             "rows_updated": self.rows_updated,
+            "rows_late": sum(b.rows_late for b in self.batches),
+            "rows_staged": self.rows_staged,
             "recovered_batches": [b.number for b in self.recovered],
             "load_ids": self.load_ids,
         }
@@ -118,20 +124,31 @@ class Load:
     """Loads files into one table through the ingest write path."""
 
     def __init__(self, spark_factory: Callable[[], "SparkSession"], warehouse: str,
-                 definition: TableDefinition) -> None:
+                 definition: TableDefinition, producer: str = "load", stream: Stream | None = None) -> None:
         if not is_local(warehouse):
             raise InputError(f"load keeps its state and staging on the warehouse; {warehouse} is not a local path yet")
         self.definition = definition
         self.paths = TablePaths(warehouse, definition.name)
         self.store = StateStore(self.paths)
-        self.runner = BatchRunner(spark_factory, definition, self.paths, self.store)
+        self.producer = producer
+        self.source = producer_source(producer)
+        self.stream = stream or Stream(spark_factory, definition, self.paths)
+        self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, self.stream, producer)
 
-    def run(self, files: list[str], fmt: str | None = None, force: bool = False) -> LoadResult:
-        """Load ``files`` (in order: a later file wins over an earlier one for the same key)."""
+    def run(self, files: list[str], fmt: str | None = None, force: bool = False, one_shot: bool = True) -> LoadResult:
+        """Load ``files`` (in order: a later file wins over an earlier one for the same key).
+
+        ``one_shot`` (``lakehouse load``): the producer attaches, inserts and detaches; otherwise
+        (``lakehouse producer T NAME insert``) it must be attached and stays so."""
         check_loadable(self.definition, self.paths)
         result = LoadResult(self.definition.name)
-        with self.store.lock(LOAD_SOURCE, wait=LOCK_WAIT):
-            state = self.store.load(LOAD_SOURCE)
+        with self.store.lock(self.source, wait=LOCK_WAIT):
+            if one_shot:
+                self.stream.attach(self.producer)
+            elif not self.stream.attached(self.producer):
+                raise StreamError(f"producer {self.producer!r} is not attached to {self.definition.name}: "
+                                  f"run `lakehouse producer {self.definition.name} {self.producer} attach` first")
+            state = self.store.load(self.source)
             continue_numbering(state, self.paths)
             self.runner.clean_staging(state)
             # files of a load killed before it finished: finished first, and not taken again
@@ -145,6 +162,9 @@ class Load:
             if taken is not None:
                 result.batches.append(self.runner.execute(state, taken))
                 result.load_ids.append(state.load_id(taken))
+            if one_shot:
+                self.stream.detach(self.producer)
+            result.rows_staged = self.stream.store.read().staged(self.producer)
         self._report_files(result)
         return result
 

@@ -33,6 +33,7 @@ from lakehouse.ingest.tsort import FileTSort
 from lakehouse.live import check_loadable
 from lakehouse.output import format_timestamp
 from lakehouse.settings import is_local
+from lakehouse.stream.engine import Stream, micros
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class Ingest:
     def __init__(self, spark_factory: Callable[[], "SparkSession"], warehouse: str,
                  definition: TableDefinition, source: str,
                  on_batch: Callable[[BatchResult], None] | None = None,
-                 on_start: Callable[[Batch, int], None] | None = None) -> None:
+                 on_start: Callable[[Batch, int], None] | None = None, producer: str | None = None) -> None:
         if not is_local(warehouse):
             raise InputError(f"ingest keeps its state and staging on the warehouse; {warehouse} is not a local path yet")
         self.definition = definition
@@ -118,7 +119,11 @@ class Ingest:
         """The directory as given (a state from before real paths is found by it)."""
         self.store = StateStore(self.paths)
         self.on_batch = on_batch or (lambda r: None)
-        self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, on_start)
+        self.producer = producer or self.source
+        """The producer this landing directory writes the table's stream as."""
+        self.stream = Stream(spark_factory, definition, self.paths)
+        self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, self.stream, self.producer,
+                                  on_start)
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -135,6 +140,8 @@ class Ingest:
             state = self.store.load(self.spelled)
             continue_numbering(state, self.paths)
             if not dry_run:
+                if not self.stream.attached(self.producer):
+                    self.stream.attach(self.producer)
                 self.runner.clean_staging(state)
             if dry_run:
                 report.planned = list(state.pending)  # a crashed run's batches, finished first
@@ -163,6 +170,8 @@ class Ingest:
             if watch and drain:
                 for batch in self._take(state, report, True):
                     self._execute(state, batch, report)
+            if drain and not dry_run and not state.pending:
+                self.stream.detach(self.producer)  # nothing more to come: stop holding the watermark
             report.waiting = len(state.queued())
             report.unfinished = len(state.pending)
         return report
@@ -313,6 +322,10 @@ class Ingest:
 
     def _execute(self, state: IngestState, batch: Batch, report: IngestReport, recovered: bool = False) -> None:
         result = self.runner.execute(state, batch, recovered=recovered)
+        times = [state.files[n].implied_time for n in batch.files if n in state.files]
+        implied = max((t for t in times if t is not None), default=None)
+        if implied is not None:  # the producer's bound: the implied time of the last file taken
+            self.stream.assert_bound(self.producer, micros(implied), raise_only=True)
         taken_failed = {n for n, _ in batch.failed}
         report.failed += [(n, reason) for n, reason in result.errors.items() if n not in taken_failed]
         report.batches.append(result)

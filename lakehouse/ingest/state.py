@@ -37,9 +37,20 @@ LOAD_SOURCE = "<load>"
 """The source of ``lakehouse load``: files named on the command line (a one-shot ingest)."""
 
 
+def producer_source(producer: str) -> str:
+    """The source of files a producer inserts (``lakehouse producer T NAME insert``); the
+    producer ``load`` is ``lakehouse load``'s."""
+    return LOAD_SOURCE if producer == "load" else f"<producer:{producer}>"
+
+
+def is_files_source(source: str) -> bool:
+    """A source of files at hand (load, a producer's inserts), not a landing directory."""
+    return source.startswith("<") and source.endswith(">")
+
+
 def canonical_source(source: str) -> str:
     """A landing directory's one name: its real path (symlinks, ``./x/``, ``x`` all agree)."""
-    if source == LOAD_SOURCE:
+    if is_files_source(source):
         return source
     return os.path.realpath(source).rstrip("/") or "/"
 
@@ -54,7 +65,7 @@ def _legacy_key(spelled: str) -> str:
 def _key_of(d: dict[str, Any]) -> str | None:
     """The key a stored state's commits were made under, when it is not its source's key now."""
     source = d["source"]
-    key = d.get("key") or (source_key(source) if source == LOAD_SOURCE else _legacy_key(source))
+    key = d.get("key") or (source_key(source) if is_files_source(source) else _legacy_key(source))
     return None if key == source_key(source) else key
 
 
@@ -63,6 +74,10 @@ def source_key(source: str) -> str:
     its real path."""
     if source == LOAD_SOURCE:
         return "load"
+    if is_files_source(source):
+        name = source[len("<producer:"):-1]
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "p"
+        return f"producer-{slug}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
     full = canonical_source(source)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(full))[:40] or "root"
     return f"{name}-{hashlib.sha256(os.fsencode(full)).hexdigest()[:10]}"
@@ -174,6 +189,8 @@ class IngestState:
         """The ``_lh_load`` of a batch's rows: unique in the table (source key, batch number)."""
         if self.source == LOAD_SOURCE:
             return f"load-{batch.number:08d}"
+        if is_files_source(self.source):
+            return f"{self.key}-{batch.number:08d}"
         return f"ingest-{self.key}-{batch.number:08d}"
 
     def path_of(self, e: FileEntry) -> str:
@@ -234,7 +251,7 @@ class StateStore:
     def load(self, source: str) -> IngestState:
         path = self.path(source)
         full = canonical_source(source)
-        if source != LOAD_SOURCE and not os.path.exists(path):
+        if not is_files_source(source) and not os.path.exists(path):
             legacy = join(self.folder, f"{_legacy_key(source)}.json")
             if os.path.exists(legacy):  # written before sources were known by their real path
                 os.replace(legacy, path)
@@ -292,7 +309,8 @@ class StateStore:
         to ``wait`` seconds for another holder to finish."""
         os.makedirs(self.folder, exist_ok=True)
         path = self.path(source) + ".lock"
-        what = "load" if source == LOAD_SOURCE else f"ingest --source {source}"
+        what = ("load" if source == LOAD_SOURCE else f"insert by {source[10:-1]}" if is_files_source(source)
+                else f"ingest --source {source}")
         with open(path, "a+") as f:
             deadline = time.monotonic() + wait
             while True:

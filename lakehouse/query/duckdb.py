@@ -94,8 +94,13 @@ def split_sql(t: TableSource, live: Any = None, archive: Any = None) -> str:
 
 
 def register_views(con: Any, tables: list[TableSource]) -> None:
+    from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
+
     for t in tables:
         con.execute(f"CREATE OR REPLACE VIEW {_ident(t.name)} AS {split_sql(t)}")
+    con.register("_lh_watermarks", watermarks(tables))
+    con.execute(f"CREATE OR REPLACE TABLE {_ident(WATERMARK_VIEW)} AS SELECT * FROM _lh_watermarks")
+    con.unregister("_lh_watermarks")
 
 
 def transpile(sql: str) -> str:
@@ -123,6 +128,9 @@ def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]
         types = {c.name: COLUMN_TYPES.get(c.type.name, str(c.type)) for c in t.definition.columns}
         types[PARTITION_COLUMN] = "date"
         out[t.name] = [(c, types.get(c)) for c in t.definition.visible_columns]
+    from lakehouse.stream.engine import WATERMARK_COLUMNS, WATERMARK_VIEW
+
+    out[WATERMARK_VIEW] = list(WATERMARK_COLUMNS)
     return out
 
 

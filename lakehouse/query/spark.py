@@ -45,8 +45,11 @@ def split_frame(spark: SparkSession, t: TableSource, live: Snapshot | None = Non
 
 def register_views(spark: SparkSession, tables: list[TableSource]) -> None:
     """(Re)create one temporary split view per table, on the tables' current snapshots."""
+    from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
+
     for t in tables:
         split_frame(spark, t)[0].createOrReplaceTempView(t.name)
+    spark.createDataFrame(watermarks(tables)).createOrReplaceTempView(WATERMARK_VIEW)
 
 
 def run(spark: SparkSession, tables: list[TableSource], sql: str) -> pa.Table:

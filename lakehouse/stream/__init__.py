@@ -1,0 +1,1 @@
+"""Streams: producers write a table through rowtime bounds (see ``model`` for the rules)."""

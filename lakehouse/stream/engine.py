@@ -1,0 +1,390 @@
+"""A table's stream on Spark and Delta: producers attach, insert staged batches, assert bounds
+and detach; staged rows are released into live in event-time order, exactly once.
+
+Every operation takes the stream's lease, first finishes a release a crashed process left
+(``_finish_pending``), applies the rule (``lakehouse.stream.model``), saves the state, logs the
+events, then releases what became due. A release is planned and saved first (pending, with its
+number) [``stream_after_plan``]; its rows are committed into live in one commit carrying the
+SetTransaction (``lakehouse.stream``, release number) and B in the commit's metadata
+[``stream_during_release``, ``stream_after_live``]; then it is applied to the state
+[``stream_after_state``]. A pending release is applied at once when live already holds its
+number, else committed again: no row is lost or doubled whatever the instant of a crash.
+
+Inserted rows are the staging of the one write path (``lakehouse.ingest.batch``): a segment
+names the staging folder, which the stream removes once every row of it is released.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakehouse import crashpoints
+from lakehouse.commit import Lease, with_retries
+from lakehouse.definitions import LOAD_COLUMN, TableDefinition
+from lakehouse.ingest.blocks import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
+from lakehouse.live import SEQ_COLUMN, commit_live
+from lakehouse.stream.model import Event, Release, Segment, StreamState, fmt
+from lakehouse.stream.store import StreamStore
+from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+UTC = dt.timezone.utc
+APP_ID = "lakehouse.stream"
+"""The SetTransaction app id of release commits into live (version: the release number)."""
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(t: dt.datetime) -> int:
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return (t - EPOCH) // dt.timedelta(microseconds=1)
+
+
+def from_micros(us: int | None) -> dt.datetime | None:
+    return None if us is None else EPOCH + dt.timedelta(microseconds=us)
+
+
+def wall_clock() -> int:
+    return micros(dt.datetime.now(UTC))
+
+
+@dataclass
+class Registered:
+    """What the stream made of one insert."""
+
+    segment: str | None
+    """The segment staged (None: no row was taken)."""
+    late_below: int | None
+    late_by_file: dict[int, int] = field(default_factory=dict)
+    staged: int = 0
+    replayed: bool = False
+    """The insert was registered before (a crashed run's): nothing new was staged."""
+    keeps_staging: bool = False
+    """The stream now owns the staging folder (it removes it when all is released)."""
+
+    @property
+    def late(self) -> int:
+        return sum(self.late_by_file.values())
+
+
+@dataclass
+class Released:
+    """Totals of the releases one call committed."""
+
+    releases: int = 0
+    rows: int = 0
+    inserted: int = 0
+    updated: int = 0
+
+
+class Stream:
+    """The stream of one table."""
+
+    def __init__(self, spark_factory: Callable[[], "SparkSession"], definition: TableDefinition,
+                 paths: TablePaths, clock: Callable[[], int] | None = None) -> None:
+        self.spark_factory = spark_factory
+        self.definition = definition
+        self.paths = paths
+        self.store = StreamStore(paths)
+        self.clock = clock or wall_clock
+        self.released = Released()
+        self._times: dict[str, list[int]] = {}
+
+    @property
+    def lease_us(self) -> int:
+        return self.definition.stream.lease.millis * 1000
+
+    @property
+    def lateness_us(self) -> int | None:
+        lat = self.definition.stream.allowed_lateness
+        return None if lat is None else lat.millis * 1000
+
+    # -- producer operations ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _changing(self, what: str) -> Iterator[tuple[StreamState, Lease]]:
+        with self.store.locked(what) as lease:
+            state = self.store.read()
+            self._finish_pending(state, lease)
+            yield state, lease
+
+    def _apply(self, what: str, op: Callable[[StreamState, int], list[Event]]) -> StreamState:
+        with self._changing(what) as (state, lease):
+            now = self.clock()
+            events = op(state, now)  # raises StreamError before anything is saved
+            self.store.save(state)
+            self.store.log(events)
+            self._release(state, lease, now)
+            return state
+
+    def attach(self, name: str, bound: int | None = None) -> StreamState:
+        return self._apply(f"attach {name}", lambda s, now: s.attach(name, now, self.lease_us, bound))
+
+    def assert_bound(self, name: str, bound: int, raise_only: bool = False) -> StreamState:
+        return self._apply(f"bound {name}", lambda s, now: s.assert_bound(name, bound, now, self.lease_us,
+                                                                          raise_only=raise_only))
+
+    def heartbeat(self, name: str) -> StreamState:
+        return self._apply(f"heartbeat {name}", lambda s, now: s.heartbeat(name, now, self.lease_us))
+
+    def detach(self, name: str) -> StreamState:
+        return self._apply(f"detach {name}", lambda s, now: s.detach(name, now))
+
+    def tick(self) -> StreamState:
+        """Expire leases and release what is due (archiving with ``clock: bound`` does this first)."""
+        return self._apply("release", lambda s, now: s.expire(now))
+
+    def attached(self, name: str) -> bool:
+        p = self.store.read().producers.get(name)
+        return p is not None and p.attached
+
+    def replay(self, name: str, origin: str, number: int) -> dict[str, Any] | None:
+        """What insert ``number`` of ``origin`` did, if it was registered (read without the lease:
+        ``register`` checks again under it)."""
+        state = self.store.read()
+        if not state.seen(name, origin, number):
+            return None
+        last = state.producers[name].last.get(origin, {})
+        return last if last.get("number") == number else {}
+
+    def register(self, name: str, origin: str, number: int, staging: str, failed: list[int], load_id: str,
+                 has_rejects: bool, manifest: dict[str, Any] | None = None) -> Registered:
+        """Insert the good rows staged in ``staging`` (files ``failed`` excluded) as producer
+        ``name``'s insert ``number`` of ``origin``; replayed inserts are recognised."""
+        with self._changing(f"insert by {name}") as (state, lease):
+            now = self.clock()
+            if state.seen(name, origin, number):
+                last = state.producers[name].last.get(origin, {})
+                self._release(state, lease, now)
+                seg_id = last.get("segment")
+                live_seg = any(s.id == seg_id for s in state.segments)
+                return Registered(seg_id, last.get("below"), {int(k): v for k, v in last.get("late", {}).items()},
+                                  int(last.get("staged", 0)), replayed=True, keeps_staging=live_seg)
+            table = self._read_staged(staging, failed)
+            times = table["t"]
+            data = {"path": staging, "failed": failed, "load_id": load_id, "origin": origin, "number": number}
+            seg, _, below, events = state.insert(name, times, now, self.lease_us, self.lateness_us, origin, number,
+                                                 segment_id=f"{state.insert_seq + 1:010d}", data=data)
+            late_by_file: dict[int, int] = {}
+            if below is not None:
+                for t, f in zip(times, table["f"]):
+                    if t < below:
+                        late_by_file[f] = late_by_file.get(f, 0) + 1
+            if seg is not None:
+                seg.rejects_done = not (late_by_file or has_rejects)
+                self._times[seg.id] = sorted(t for t in times if below is None or t >= below)
+            state.producers[name].last[origin] = {  # what a replay of this insert must report
+                "number": number, "below": below, "late": {str(k): v for k, v in late_by_file.items()},
+                "segment": None if seg is None else seg.id, "staged": 0 if seg is None else seg.rows,
+                "manifest": manifest}
+            self.store.save(state)
+            self.store.log(events)
+            crashpoints.reached("stream_after_insert")
+            self._release(state, lease, now)
+            return Registered(None if seg is None else seg.id, below, late_by_file, 0 if seg is None else seg.rows,
+                              keeps_staging=seg is not None)
+
+    def rejects_written(self, segment: str) -> None:
+        """The insert's rejects are committed: its staging may go once its rows are released."""
+        with self._changing("rejects written") as (state, _):
+            for s in state.segments:
+                if s.id == segment:
+                    s.rejects_done = True
+            self.store.save(state)
+            self._cleanup(state)
+
+    def referenced(self) -> set[str]:
+        """Staging folders segments still need."""
+        return {s.data.get("path", "") for s in self.store.read().segments}
+
+    # -- releases ---------------------------------------------------------------------------------
+
+    def _release(self, state: StreamState, lease: Lease, now: int) -> None:
+        while True:
+            rel = state.plan_release(now, self._times_of)
+            if rel is None:
+                self._cleanup(state)
+                return
+            state.pending = rel
+            self.store.save(state)
+            crashpoints.reached("stream_after_plan")
+            self._commit(state, rel, lease)
+            crashpoints.reached("stream_after_live")
+            self.store.log(state.apply_release(rel))
+            self.store.save(state)
+            crashpoints.reached("stream_after_state")
+            self._cleanup(state)
+
+    def _finish_pending(self, state: StreamState, lease: Lease) -> None:
+        done = txn_version(self.paths.live, APP_ID) or 0
+        rel = state.pending
+        if rel is not None:
+            if done < rel.seq:
+                log.warning("stream of %s: finishing release %d left by an interrupted run",
+                            self.definition.name, rel.seq)
+                self._commit(state, rel, lease)
+            self.store.log(state.apply_release(rel))
+            self.store.save(state)
+            self._cleanup(state)
+        elif done > state.release_seq:  # a state older than the table: numbering continues after it
+            log.warning("stream state of %s is behind the table (release %d); numbering continues",
+                        self.definition.name, done)
+            state.release_seq = done
+            self.store.save(state)
+
+    def _commit(self, state: StreamState, rel: Release, lease: Lease) -> None:
+        lease.check()
+        spark = self.spark_factory()
+        frames = []
+        days: set[dt.date] = set()
+        segments = {s.id: s for s in state.segments}
+        for sid, (lo, hi) in sorted(rel.ranges.items()):
+            seg = segments[sid]
+            frames.append(self._frame(spark, seg, lo, hi))
+            times = self._times_of(seg)
+            a = 0 if lo is None else bisect.bisect_right(times, lo)
+            b = bisect.bisect_right(times, hi)
+            days.update(d.date() for d in {from_micros(t) for t in _day_starts(times[a:b])} if d is not None)
+        good = frames[0]
+        for f in frames[1:]:
+            good = good.unionByName(f)
+        meta = json.dumps({"lakehouse.stream": {"release": rel.seq, "bound": fmt(rel.bound),
+                                                "upto": fmt(rel.upto) if rel.upto is not None else None}})
+        crashpoints.kill_later("stream_during_release", 0.3)
+
+        def commit() -> tuple[int, int]:
+            spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", meta)
+            try:
+                return commit_live(spark, self.definition, self.paths, good, "", days, rel.rows, txn=(APP_ID, rel.seq))
+            finally:
+                spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+
+        (ins, upd), _ = with_retries(f"release {rel.seq} into {self.definition.name}/live", commit)
+        self.released.releases += 1
+        self.released.rows += rel.rows
+        self.released.inserted += ins
+        self.released.updated += upd
+
+    def _frame(self, spark: "SparkSession", seg: Segment, lo: int | None, hi: int) -> "DataFrame":
+        from pyspark.sql import functions as F
+
+        et = F.col(self.definition.event_time)
+        df = spark.read.parquet(join(seg.data["path"], "rows")).where(F.col(KIND_COLUMN) == GOOD)
+        if seg.data.get("failed"):
+            df = df.where(~F.col(FILE_COLUMN).isin(seg.data["failed"]))
+        if seg.late_below is not None:
+            df = df.where(et >= F.expr(f"timestamp_micros({int(seg.late_below)}L)"))
+        if lo is not None:
+            df = df.where(et > F.expr(f"timestamp_micros({int(lo)}L)"))
+        df = df.where(et <= F.expr(f"timestamp_micros({int(hi)}L)"))
+        return df.select(*self.definition.column_names, FILE_COLUMN, LINE_COLUMN,
+                         F.lit(seg.seq).cast("long").alias(SEQ_COLUMN),
+                         F.lit(seg.data.get("load_id", "")).alias(LOAD_COLUMN))
+
+    def _read_staged(self, staging: str, failed: list[int]) -> dict[str, list[int]]:
+        """Event times (micros) and file indexes of the good rows staged in ``staging``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
+        et = self.definition.event_time
+        folder = join(staging, "rows")
+        if not os.path.isdir(folder):
+            return {"t": [], "f": []}
+        t = ds.dataset(folder, format="parquet").to_table(columns=[et, FILE_COLUMN, KIND_COLUMN],
+                                                          filter=ds.field(KIND_COLUMN) == GOOD)
+        if failed:
+            t = t.filter(pc.invert(pc.is_in(t[FILE_COLUMN], value_set=_int_array(failed, t[FILE_COLUMN].type))))
+        times = pc.cast(pc.cast(t[et], pa.timestamp("us", tz="UTC")), pa.int64()).to_pylist()
+        return {"t": times, "f": t[FILE_COLUMN].to_pylist()}
+
+    def _times_of(self, seg: Segment) -> list[int]:
+        cached = self._times.get(seg.id)
+        if cached is None:
+            times = self._read_staged(seg.data["path"], seg.data.get("failed", []))["t"]
+            cached = sorted(t for t in times if seg.late_below is None or t >= seg.late_below)
+            self._times[seg.id] = cached
+        return cached
+
+    def _cleanup(self, state: StreamState) -> None:
+        done = state.finished_segments()
+        if not done:
+            return
+        state.drop({s.id for s in done})
+        self.store.save(state)
+        for s in done:
+            self._times.pop(s.id, None)
+            remove_tree(s.data["path"])
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def status(self, now: int | None = None) -> dict[str, Any]:
+        """``lakehouse stream TABLE``: B, the watermark, what is staged, each producer."""
+        return describe(self.store, self.definition, self.paths, self.clock() if now is None else now)
+
+
+def describe(store: StreamStore, definition: TableDefinition, paths: TablePaths, now: int) -> dict[str, Any]:
+    """The stream's state as of ``now`` (read only: expiry and a committed pending release are
+    applied to a copy)."""
+    state = store.read()
+    if state.pending is not None and (txn_version(paths.live, APP_ID) or 0) >= state.pending.seq:
+        state.apply_release(state.pending)
+    state.expire(now)
+    holders = {p.name for p in state.holders(now)}
+    return {
+        "table": definition.name,
+        "bound": from_micros(state.bound),
+        "watermark": from_micros(state.watermark(now)),
+        "staged": state.staged(),
+        "producers": [
+            {"name": p.name, "bound": from_micros(p.bound), "staged": state.staged(p.name),
+             "lease_expires": from_micros(p.lease_expires) if p.attached else None,
+             "rejected": p.rejected, "attached": p.attached, "holding": p.name in holders}
+            for p in sorted(state.producers.values(), key=lambda p: p.name)
+        ],
+    }
+
+
+WATERMARK_VIEW = "lakehouse_watermarks"
+"""The view every query can read: each table's stream bound and watermark, as of the query."""
+WATERMARK_COLUMNS = (("table_name", "string"), ("bound", "timestamp"), ("watermark", "timestamp"),
+                     ("staged", "bigint"), ("producers_attached", "int"), ("producers_holding", "int"))
+
+
+def watermarks(tables: list[Any], now: int | None = None) -> Any:
+    """One row per table (``TableSource``): B, the watermark, rows staged, producers."""
+    import pyarrow as pa
+
+    now = wall_clock() if now is None else now
+    rows = []
+    for t in tables:
+        d = describe(StreamStore(t.paths), t.definition, t.paths, now)
+        rows.append({"table_name": t.name, "bound": d["bound"], "watermark": d["watermark"], "staged": d["staged"],
+                     "producers_attached": sum(p["attached"] for p in d["producers"]),
+                     "producers_holding": sum(p["holding"] for p in d["producers"])})
+    schema = pa.schema([("table_name", pa.string()), ("bound", pa.timestamp("us", tz="UTC")),
+                        ("watermark", pa.timestamp("us", tz="UTC")), ("staged", pa.int64()),
+                        ("producers_attached", pa.int32()), ("producers_holding", pa.int32())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _day_starts(times: list[int]) -> set[int]:
+    day = 86_400_000_000
+    return {t - t % day for t in times}
+
+
+def _int_array(values: list[int], typ: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.array(values, typ)

@@ -1,0 +1,392 @@
+"""Rowtime bounds: the pure state machine of a table's stream (no Spark, no files).
+
+Times are whole microseconds since the Unix epoch (UTC); ``None`` is "undefined" (below every
+time). The rules (the streams issue, made exact):
+
+- **Stream bound B**: the latest event time released into live; undefined until the first
+  release; never decreases; kept when every producer has detached.
+- **Producer bound b_P**: the greater of the latest event time P inserted and the latest bound P
+  asserted. A joining producer starts at B (at max(B, its asserted bound)). Asserting a bound
+  below b_P is an error and changes nothing.
+- **Holding**: an attached producer holds the watermark while its lease (renewed by any insert,
+  bound or heartbeat) runs. When the lease expires it stops holding (an ``expiry`` event); its
+  next insert, bound or heartbeat makes it hold again, starting at max(b_P, B) like a joining
+  producer, so the watermark never moves back.
+- **Insert**: a batch is sorted by event time first; a row earlier than max(B, b_P) minus the
+  allowed lateness (taken before the batch) is late and rejected; the others are staged as one
+  segment. Then b_P rises to the batch's latest event time.
+- **Release**: staged rows with event time <= R = min(b_P of the holders) are committed into
+  live, in (event time, producer, sequence) order; with no holder, everything staged is. B
+  advances to the latest released event time.
+- **Watermark**: R while some producer holds, else B.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lakehouse.errors import LakehouseError
+
+
+class StreamError(LakehouseError):
+    """A producer operation the rules refuse (nothing changes)."""
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+
+
+@dataclass
+class Producer:
+    """One producer of a stream, as the stream remembers it."""
+
+    name: str
+    attached: bool = True
+    holding: bool = True
+    """Holds the watermark: attached and its lease has not expired."""
+    bound: int | None = None
+    """b_P: max(latest event time inserted, latest bound asserted); None: undefined."""
+    lease_expires: int = 0
+    attached_at: int = 0
+    rejected: int = 0
+    """Rows rejected late, over the producer's life."""
+    inserted: int = 0
+    """Rows staged (not late), over the producer's life."""
+    inserts: dict[str, int] = field(default_factory=dict)
+    """Insert origin (e.g. an ingest source's app id) -> highest insert number registered: a
+    replayed insert (after a crash) is recognised and not staged twice."""
+    last: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Origin -> what its last insert did (for the durable layer to report a replay the same)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Producer":
+        return cls(**{**d, "inserts": dict(d.get("inserts", {})), "last": dict(d.get("last", {}))})
+
+
+@dataclass
+class Segment:
+    """The staged rows of one insert: rows with event time >= ``late_below`` (the others were
+    rejected late) and > ``released_upto`` (the others are in live)."""
+
+    id: str
+    producer: str
+    seq: int
+    """Global insert sequence number: the tie-break after event time and producer."""
+    late_below: int | None
+    rows: int
+    """Rows staged by the insert (not late)."""
+    max_time: int | None
+    released_upto: int | None = None
+    released: int = 0
+    rejects_done: bool = True
+    """False until the insert's rejects (late rows, bad rows) are committed: its files are kept."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Where the rows are and how to read them (the durable layer's business)."""
+
+    @property
+    def staged(self) -> int:
+        return self.rows - self.released
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Segment":
+        return cls(**d)
+
+
+@dataclass
+class Release:
+    """A planned release: rows of each segment with released_upto < t <= upto go to live."""
+
+    seq: int
+    upto: int | None
+    """R, or None when no producer holds (everything staged goes)."""
+    segments: dict[str, int]
+    """Segment id -> new released_upto."""
+    ranges: dict[str, tuple[int | None, int]]
+    """Segment id -> (released_upto before, after): the event-time range (exclusive, inclusive]."""
+    rows: int
+    bound: int | None
+    """B after the release."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Segment id -> rows released from it."""
+    at: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ranges"] = {k: list(v) for k, v in self.ranges.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Release":
+        d = dict(d)
+        d["ranges"] = {k: (v[0], v[1]) for k, v in d["ranges"].items()}
+        return cls(**d)
+
+
+@dataclass
+class Event:
+    """Something that happened to a stream: attach, detach, bound, expiry, insert, release."""
+
+    kind: str
+    at: int
+    producer: str | None = None
+    bound: int | None = None
+    rows: int | None = None
+    rejected: int | None = None
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class StreamState:
+    """Everything a table's stream remembers (durable as one JSON document)."""
+
+    bound: int | None = None
+    """B."""
+    release_seq: int = 0
+    """The last release committed (the Delta SetTransaction version of its live commit)."""
+    insert_seq: int = 0
+    producers: dict[str, Producer] = field(default_factory=dict)
+    segments: list[Segment] = field(default_factory=list)
+    pending: Release | None = None
+    """A release planned and maybe committed into live, not yet applied here."""
+
+    # -- the rules --------------------------------------------------------------------------------
+
+    def expire(self, now: int) -> list[Event]:
+        """Producers whose lease ran out stop holding (one ``expiry`` event each)."""
+        events = []
+        for p in self.producers.values():
+            if p.attached and p.holding and p.lease_expires <= now:
+                p.holding = False
+                events.append(Event("expiry", p.lease_expires, p.name, p.bound))
+        return events
+
+    def _active(self, name: str, now: int, lease: int, what: str) -> tuple[Producer, list[Event]]:
+        p = self.producers.get(name)
+        if p is None or not p.attached:
+            raise StreamError(f"producer {name!r} is not attached: {what} needs `attach` first")
+        events = self.expire(now)
+        if not p.holding:  # back after its lease expired: it starts at B, like a joining producer
+            p.holding = True
+            p.bound = _max(p.bound, self.bound)
+        p.lease_expires = now + lease
+        return p, events
+
+    def _own(self, p: Producer, now: int) -> int | None:
+        """P's own bound as its next operation sees it (at least B once its lease has expired)."""
+        if p.holding and p.lease_expires > now:
+            return p.bound
+        return _max(p.bound, self.bound)
+
+    def _check_bound(self, p: Producer, bound: int, now: int) -> None:
+        own = self._own(p, now)
+        if own is not None and bound < own:
+            raise StreamError(f"producer {p.name!r}: bound {fmt(bound)} is below its own bound {fmt(own)} "
+                              "(bounds only move forward)")
+
+    def attach(self, name: str, now: int, lease: int, bound: int | None = None) -> list[Event]:
+        """Attach (or, when attached, renew and optionally assert ``bound``)."""
+        p = self.producers.get(name)
+        if p is not None and p.attached:
+            if bound is not None:
+                self._check_bound(p, bound, now)
+            p, events = self._active(name, now, lease, "attach")
+            if bound is not None:
+                p.bound = bound
+                events.append(Event("bound", now, name, bound))
+            return events
+        events = self.expire(now)
+        old = p
+        p = Producer(name, bound=_max(self.bound, bound), lease_expires=now + lease, attached_at=now)
+        if old is not None:  # a producer attaching again keeps its counts (not its bound)
+            p.rejected, p.inserted, p.inserts, p.last = old.rejected, old.inserted, old.inserts, old.last
+        self.producers[name] = p
+        events.append(Event("attach", now, name, p.bound))
+        return events
+
+    def assert_bound(self, name: str, bound: int, now: int, lease: int, raise_only: bool = False) -> list[Event]:
+        """Producer ``name`` promises no row earlier than ``bound`` (``raise_only``: a bound
+        below its own is a heartbeat instead of an error)."""
+        p = self.producers.get(name)
+        if p is None or not p.attached:
+            raise StreamError(f"producer {name!r} is not attached: bound needs `attach` first")
+        try:
+            self._check_bound(p, bound, now)
+        except StreamError:
+            if not raise_only:
+                raise
+            return self.heartbeat(name, now, lease)
+        p, events = self._active(name, now, lease, "bound")
+        p.bound = bound
+        return [*events, Event("bound", now, name, bound)]
+
+    def heartbeat(self, name: str, now: int, lease: int) -> list[Event]:
+        _, events = self._active(name, now, lease, "heartbeat")
+        return events
+
+    def detach(self, name: str, now: int) -> list[Event]:
+        p = self.producers.get(name)
+        if p is None or not p.attached:
+            raise StreamError(f"producer {name!r} is not attached")
+        events = self.expire(now)
+        p.attached = p.holding = False
+        events.append(Event("detach", now, name, p.bound))
+        return events
+
+    def late_below(self, name: str, lateness: int | None) -> int | None:
+        """Rows of ``name`` earlier than this are late (None: nothing is)."""
+        if lateness is None:
+            return None
+        p = self.producers[name]
+        top = _max(self.bound, p.bound)
+        return None if top is None else top - lateness
+
+    def seen(self, name: str, origin: str, number: int) -> bool:
+        """Whether insert ``number`` of ``origin`` was registered for producer ``name``."""
+        p = self.producers.get(name)
+        return p is not None and p.inserts.get(origin, 0) >= number
+
+    def insert(self, name: str, times: Sequence[int], now: int, lease: int, lateness: int | None,
+               origin: str = "", number: int = 0, segment_id: str | None = None,
+               data: dict[str, Any] | None = None) -> tuple[Segment | None, int, int | None, list[Event]]:
+        """Insert rows with these event times: (segment staged or None, rows late, the bound they
+        broke, events). The durable layer stages the segment's rows (event time >= the bound)."""
+        p, events = self._active(name, now, lease, "insert")
+        below = self.late_below(name, lateness)
+        ordered = sorted(times)
+        n_late = 0 if below is None else bisect.bisect_left(ordered, below)
+        staged = ordered[n_late:]
+        if ordered:
+            p.bound = _max(p.bound, ordered[-1])
+        p.rejected += n_late
+        p.inserted += len(staged)
+        if origin:
+            p.inserts[origin] = max(p.inserts.get(origin, 0), number)
+        seg = None
+        if staged:
+            self.insert_seq += 1
+            seg = Segment(segment_id or f"{self.insert_seq:010d}", name, self.insert_seq, below, len(staged),
+                          staged[-1], data=dict(data or {}))
+            self.segments.append(seg)
+        events.append(Event("insert", now, name, p.bound, rows=len(staged), rejected=n_late,
+                            detail=None if not n_late else f"late below {fmt(below)}"))
+        return seg, n_late, below, events
+
+    def holders(self, now: int) -> list[Producer]:
+        return [p for p in self.producers.values() if p.attached and p.holding and p.lease_expires > now]
+
+    def release_point(self, now: int) -> tuple[bool, int | None]:
+        """(some producer holds, R): R = min b_P of the holders (None: undefined, nothing goes)."""
+        holders = self.holders(now)
+        if not holders:
+            return False, None
+        if any(p.bound is None for p in holders):
+            return True, None
+        return True, min(p.bound for p in holders)  # type: ignore[type-var]
+
+    def watermark(self, now: int) -> int | None:
+        """R while some producer holds, else B."""
+        held, r = self.release_point(now)
+        return r if held else self.bound
+
+    def plan_release(self, now: int, times_of: Callable[[Segment], Sequence[int]]) -> Release | None:
+        """The next release (None when nothing staged is due). ``times_of(segment)`` gives the
+        segment's staged event times, sorted (every one, released or not)."""
+        self.expire(now)
+        held, r = self.release_point(now)
+        if held and r is None:
+            return None
+        ups: dict[str, int] = {}
+        ranges: dict[str, tuple[int | None, int]] = {}
+        counts: dict[str, int] = {}
+        top = self.bound
+        rows = 0
+        for seg in self.segments:
+            if seg.staged <= 0:
+                continue
+            times = times_of(seg)
+            lo = 0 if seg.released_upto is None else bisect.bisect_right(times, seg.released_upto)
+            hi = len(times) if r is None else bisect.bisect_right(times, r)
+            if hi <= lo:
+                continue
+            ups[seg.id] = times[hi - 1]
+            ranges[seg.id] = (seg.released_upto, times[hi - 1])
+            counts[seg.id] = hi - lo
+            rows += hi - lo
+            top = _max(top, times[hi - 1])
+        if not ups:
+            return None
+        return Release(self.release_seq + 1, r if held else None, ups, ranges, rows, top, counts, now)
+
+    def apply_release(self, rel: Release) -> list[Event]:
+        """Record a release as committed: B advances, the segments' rows are no longer staged."""
+        for seg in self.segments:
+            if seg.id in rel.segments:
+                seg.released_upto = rel.segments[seg.id]
+                seg.released += rel.counts.get(seg.id, 0)
+        self.bound = _max(self.bound, rel.bound)
+        self.release_seq = max(self.release_seq, rel.seq)
+        self.pending = None
+        return [Event("release", rel.at, None, rel.bound, rows=rel.rows,
+                      detail=f"release {rel.seq} up to {fmt(rel.upto) if rel.upto is not None else 'all staged'}")]
+
+    def finished_segments(self) -> list[Segment]:
+        """Segments with nothing staged and their rejects written: their files can go."""
+        return [s for s in self.segments if s.staged <= 0 and s.rejects_done]
+
+    def drop(self, ids: set[str]) -> None:
+        self.segments = [s for s in self.segments if s.id not in ids]
+
+    def staged(self, producer: str | None = None) -> int:
+        return sum(s.staged for s in self.segments if producer is None or s.producer == producer)
+
+    # -- JSON -------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": 1,
+            "bound": self.bound,
+            "release_seq": self.release_seq,
+            "insert_seq": self.insert_seq,
+            "producers": [p.to_json() for p in self.producers.values()],
+            "segments": [s.to_json() for s in self.segments],
+            "pending": None if self.pending is None else self.pending.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "StreamState":
+        ps = [Producer.from_json(p) for p in d.get("producers", [])]
+        return cls(
+            bound=d.get("bound"),
+            release_seq=int(d.get("release_seq", 0)),
+            insert_seq=int(d.get("insert_seq", 0)),
+            producers={p.name: p for p in ps},
+            segments=[Segment.from_json(s) for s in d.get("segments", [])],
+            pending=None if d.get("pending") is None else Release.from_json(d["pending"]),
+        )
+
+
+def fmt(t: int | None) -> str:
+    """A time for messages: ISO 8601 UTC, fraction only when non-zero."""
+    if t is None:
+        return "undefined"
+    import datetime as dt
+
+    s = (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=t)).isoformat()
+    s = s.replace("+00:00", "Z")
+    return s

@@ -1,0 +1,162 @@
+"""The Python surface of producers::
+
+    lh = lakehouse.open("path/to/project")
+    with lh.table("trips").producer("app") as p:   # attach (at the stream's bound)
+        p.insert(rows)          # dicts, an Arrow table, a pandas or Spark DataFrame, or file paths
+        p.bound("2026-11-20T10:05:00Z")             # no row of mine will be earlier
+    # leaving the block detaches (also on an exception)
+
+Rows given as data are written to a Parquet file in the table's inbox and inserted through the
+one write path (the same parser, rejects and exactly-once batches as ``load`` and ``ingest``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.errors import InputError
+from lakehouse.ingest.state import producer_source, source_key
+from lakehouse.stream.engine import Stream, micros
+from lakehouse.warehouse import TablePaths, join
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.definitions import TableDefinition
+    from lakehouse.ingest.load import LoadResult
+
+UTC = dt.timezone.utc
+PRODUCER_NAME_MAX = 200
+
+
+def check_name(name: str) -> str:
+    """A producer name: 1-200 printable characters (it is shown, logged and stored as given)."""
+    if not isinstance(name, str) or not name or len(name) > PRODUCER_NAME_MAX or not name.isprintable() \
+            or name != name.strip():
+        raise InputError(f"bad producer name {name!r}: expected 1-{PRODUCER_NAME_MAX} printable characters "
+                         "without leading or trailing spaces")
+    return name
+
+
+def to_micros(t: Any) -> int:
+    """A bound given as a datetime (naive = UTC) or an ISO 8601 string."""
+    from lakehouse.records import BadValue, parse_timestamp
+
+    if isinstance(t, dt.datetime):
+        return micros(t)
+    try:
+        return micros(parse_timestamp(t))
+    except BadValue:
+        raise InputError(f"{t!r} is not an ISO 8601 timestamp (e.g. 2026-11-20T10:15:00Z)") from None
+
+
+class Producer:
+    """One producer of one table (a context manager: attach on enter, detach on exit)."""
+
+    def __init__(self, spark_factory: Callable[[], "SparkSession"], warehouse: str, definition: "TableDefinition",
+                 name: str, clock: Callable[[], int] | None = None, bound: Any = None) -> None:
+        self.name = check_name(name)
+        self.definition = definition
+        self.warehouse = warehouse
+        self.paths = TablePaths(warehouse, definition.name)
+        self.spark_factory = spark_factory
+        self.stream = Stream(spark_factory, definition, self.paths, clock)
+        self._initial_bound = bound
+
+    # -- operations -------------------------------------------------------------------------------
+
+    def attach(self, bound: Any = None) -> "Producer":
+        self.stream.attach(self.name, None if bound is None else to_micros(bound))
+        return self
+
+    def bound(self, t: Any) -> None:
+        """Promise that no later row of this producer is earlier than ``t``."""
+        self.stream.assert_bound(self.name, to_micros(t))
+
+    def heartbeat(self) -> None:
+        self.stream.heartbeat(self.name)
+
+    def detach(self) -> None:
+        self.stream.detach(self.name)
+
+    def insert_files(self, files: list[str], input_format: str | None = None, force: bool = False) -> "LoadResult":
+        """Insert files (CSV, JSON Lines, Parquet) as one batch; a file whose content this
+        producer inserted before is skipped unless ``force``."""
+        from lakehouse.ingest.load import Load
+
+        load = Load(self.spark_factory, self.warehouse, self.definition, producer=self.name, stream=self.stream)
+        return load.run(files, input_format, force=force, one_shot=False)
+
+    def insert(self, data: Any, input_format: str | None = None) -> "LoadResult":
+        """Insert rows: a list of dicts, an Arrow table or record batch, a pandas DataFrame, a
+        Spark DataFrame, or a file path (or list of them)."""
+        if isinstance(data, (str, os.PathLike)):
+            return self.insert_files([os.fspath(data)], input_format)
+        if isinstance(data, list) and data and all(isinstance(x, (str, os.PathLike)) for x in data):
+            return self.insert_files([os.fspath(x) for x in data], input_format)
+        inbox = join(self.paths.root, "_stream", "inbox", source_key(producer_source(self.name)))
+        os.makedirs(inbox, exist_ok=True)
+        files = self._write(data, inbox)
+        try:
+            return self.insert_files(files, "parquet", force=True)
+        finally:
+            for f in files:  # inserted (or rejected) by now; a crash leaves them for recovery
+                if os.path.isfile(f):
+                    os.remove(f)
+
+    def _write(self, data: Any, inbox: str) -> list[str]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = join(inbox, f"{uuid.uuid4().hex}.parquet")
+        if _is_spark_frame(data):
+            folder = join(inbox, uuid.uuid4().hex)
+            data.write.parquet(folder)
+            return [join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".parquet")]
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        elif type(data).__module__.startswith("pandas"):
+            data = pa.Table.from_pandas(data, preserve_index=False)
+        elif isinstance(data, Iterable) and not isinstance(data, (pa.Table, bytes, dict)):
+            rows = list(data)
+            if not all(isinstance(r, dict) for r in rows):
+                raise InputError(f"producer {self.name!r}: insert takes dicts (one per row), an Arrow table, "
+                                 "a pandas or Spark DataFrame, or file paths")
+            data = pa.Table.from_pylist(rows) if rows else pa.table({})
+        if not isinstance(data, pa.Table):
+            raise InputError(f"producer {self.name!r}: cannot insert a {type(data).__name__}")
+        pq.write_table(data, path)
+        return [path]
+
+    # -- context manager ----------------------------------------------------------------------------
+
+    def __enter__(self) -> "Producer":
+        return self.attach(self._initial_bound)
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()
+
+
+def _is_spark_frame(data: Any) -> bool:
+    return type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark")
+
+
+class Table:
+    """A table of a project (``lh.table(name)``)."""
+
+    def __init__(self, lakehouse: Any, name: str) -> None:
+        self.lakehouse = lakehouse
+        self.name = name
+        self.definition = lakehouse.definition(name)
+
+    def producer(self, name: str, bound: Any = None, clock: Callable[[], int] | None = None) -> Producer:
+        return Producer(self.lakehouse.spark, self.lakehouse.settings.warehouse, self.definition, name,
+                        clock=clock, bound=bound)
+
+    def stream(self, now: Any = None) -> dict[str, Any]:
+        """The stream's state (bound, watermark, staged rows, producers)."""
+        return self.lakehouse.stream_status(self.name, now)

@@ -1,0 +1,118 @@
+"""Where a table's stream state lives, durably: ``<warehouse>/<table>/_stream/``.
+
+- ``state.json``: the ``StreamState`` (B, producers, staged segments, a pending release),
+  replaced atomically (temp file, fsync, rename).
+- ``events.jsonl``: attach, detach, bound, expiry, insert and release events, appended.
+- ``lock/``: a lease (``lakehouse.commit.Lease``) taken for every change of the state, so
+  producers in several processes, and on several machines sharing the warehouse, change it one
+  at a time; a holder killed on this machine frees it at once, elsewhere at its expiry.
+
+Staged rows stay where the write path staged them (``_staging/...``); a segment names them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from lakehouse.commit import Lease, LeaseHeld
+from lakehouse.errors import LakehouseError
+from lakehouse.stream.model import Event, StreamState
+from lakehouse.warehouse import TablePaths, join
+
+LOCK_WAIT = 600.0
+"""Seconds a stream operation waits for another to finish with the state (releases commit)."""
+LOCK_TTL = 60.0
+
+
+def _fsync_dir(folder: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class StreamStore:
+    """The durable state of one table's stream."""
+
+    def __init__(self, paths: TablePaths) -> None:
+        self.paths = paths
+        self.folder = join(paths.root, "_stream")
+        self.state_path = join(self.folder, "state.json")
+        self.events_path = join(self.folder, "events.jsonl")
+
+    def exists(self) -> bool:
+        return os.path.exists(self.state_path)
+
+    def read(self) -> StreamState:
+        try:
+            with open(self.state_path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return StreamState()
+        except (OSError, ValueError) as e:
+            raise LakehouseError(f"{self.state_path}: unreadable stream state: {e}") from None
+        try:
+            return StreamState.from_json(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise LakehouseError(f"{self.state_path}: corrupt stream state: {e!r}") from None
+
+    def save(self, state: StreamState) -> None:
+        os.makedirs(self.folder, exist_ok=True)
+        tmp = f"{self.state_path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state.to_json(), f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.state_path)
+        _fsync_dir(self.folder)
+
+    def log(self, events: list[Event]) -> None:
+        if not events:
+            return
+        os.makedirs(self.folder, exist_ok=True)
+        with open(self.events_path, "a", encoding="utf-8") as f:
+            for e in events:
+                f.write(json.dumps(e.to_json(), separators=(",", ":")) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every event, oldest first (a line cut short by a crash is skipped)."""
+        out = []
+        try:
+            with open(self.events_path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        continue
+        except FileNotFoundError:
+            pass
+        return out
+
+    @contextlib.contextmanager
+    def locked(self, what: str, wait: float = LOCK_WAIT) -> Iterator[Lease]:
+        """Hold the stream's lease (waiting up to ``wait`` seconds for another holder)."""
+        deadline = time.monotonic() + wait
+        pause = 0.02
+        while True:
+            lease = Lease(join(self.folder, "lock"), f"stream of {self.paths.name}", ttl=LOCK_TTL, purpose=what)
+            try:
+                lease.acquire()
+                break
+            except LeaseHeld as e:
+                if time.monotonic() >= deadline:
+                    raise LakehouseError(f"{what}: {e}") from None
+                time.sleep(pause)
+                pause = min(0.5, pause * 1.5)
+        try:
+            yield lease
+        finally:
+            lease.release()
