@@ -168,14 +168,17 @@ INGEST_TABLE = BENCH_TABLE.replace("primary_key: [trip_id]\n", "").split("archiv
 """
 
 
-def write_trips_csv(path: Path, rows: int, seed: int, chunk: int = 1_000_000) -> None:
-    """Generated trips as CSV (vectorized; ~76 bytes a row)."""
+def write_trips_csv(path: Path, rows: int, seed: int, chunk: int = 1_000_000, start_us: int | None = None,
+                    span_us: int = 5 * 86_400_000_000) -> None:
+    """Generated trips as CSV (vectorized; ~76 bytes a row), event times spread over ``span_us``
+    from ``start_us`` (default: 2026-11-01, five days)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
     rng = np.random.default_rng(seed)
-    start = int(dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc).timestamp()) * 1_000_000
+    start = int(dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc).timestamp()) * 1_000_000 if start_us is None \
+        else start_us
     kinds = np.array(["economy", "comfort", "xl", "moto"])
     writer = None
     try:
@@ -190,7 +193,7 @@ def write_trips_csv(path: Path, rows: int, seed: int, chunk: int = 1_000_000) ->
                 "fare_total": pa.array(np.round(rng.random(n) * 80, 2)),
                 "distance_km": pa.array(np.round(rng.random(n) * 30, 2)),
                 "vehicle_type": pa.array(kinds[rng.integers(0, 4, n)]),
-                "event_time": pa.array(start + rng.integers(0, 5 * 86_400_000_000, n), pa.int64())
+                "event_time": pa.array(start + rng.integers(0, span_us, n), pa.int64())
                 .cast(pa.timestamp("us", tz="UTC")),
             })
             if writer is None:
@@ -255,6 +258,68 @@ def bench_ingest(master: str, small_files: int = 1000, small_rows: int = 1000, b
         cases["big_file"] = case("big", big, 1, big_rows)
         return {"master": master, "blocks_per_batch": blocks_per_batch, "generate_seconds": round(generate_s, 1),
                 **cases}
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def bench_stream(master: str, batches: int = 16, rows: int = 50_000, workdir: str | None = None) -> dict[str, Any]:
+    """Rows through producers (insert + release into live) for 1 and 4 producers, against a
+    plain ``load`` of the same files, in one process, after a warm-up. Batch k of every
+    producer covers the k-th hour of event time, so releases follow the slowest producer."""
+    from lakehouse.warehouse import row_count
+
+    root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-stream-"))
+    hour = 3_600_000_000
+    start = int(dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc).timestamp()) * 1_000_000
+    try:
+        def files(case: str, producers: int, batches: int, rows: int) -> list[list[Path]]:
+            """[batch][producer] -> a CSV file: ``rows`` rows in total per batch."""
+            folder = root / f"in-{case}"
+            folder.mkdir(parents=True)
+            out = []
+            for k in range(batches):
+                row = []
+                for p in range(producers):
+                    f = folder / f"b{k:04d}-p{p}.csv"
+                    write_trips_csv(f, rows // producers, seed=k * 10 + p, start_us=start + k * hour, span_us=hour)
+                    row.append(f)
+                out.append(row)
+            return out
+
+        table = INGEST_TABLE.replace("BLOCKS", "16")
+        results: dict[str, Any] = {}
+
+        def run(case: str, producers: int | None, batches: int = batches, rows: int = rows) -> dict[str, Any]:
+            lh = _bench_project(root / case, master, table)
+            live = lh.paths("bench").live
+            fs = files(case, producers or 1, batches, rows)
+            t0 = time.monotonic()
+            if producers is None:  # the baseline: one plain load per batch file
+                for batch in fs:
+                    lh.load("bench", [str(f) for f in batch])
+            else:
+                ps = [lh.table("bench").producer(f"p{i}") for i in range(producers)]
+                for p in ps:
+                    p.attach()
+                for batch in fs:
+                    for p, f in zip(ps, batch):
+                        p.insert_files([str(f)])
+                for p in ps:
+                    p.detach()
+            secs = time.monotonic() - t0
+            n = row_count(live)
+            assert n == batches * (rows // (producers or 1)) * (producers or 1), n
+            return {"rows": n, "inserts": batches * (producers or 1), "seconds": round(secs, 2),
+                    "rows_per_s": round(n / secs)}
+
+        run("warmup", 2, 2, 2000)
+        results["load"] = run("load", None)
+        results["producers_1"] = run("p1", 1)
+        results["producers_4"] = run("p4", 4)
+        for k in ("producers_1", "producers_4"):
+            results[k]["ratio_to_load"] = round(results[k]["seconds"] / results["load"]["seconds"], 2)
+        return {"master": master, "batches": batches, "rows_per_batch": rows, **results}
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -367,16 +367,19 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
     rows = obj.lakehouse.rejects(table)
     if limit is not None:
         rows = rows[-limit:] if limit > 0 else []
-    docs = [{"source": r["source"], "line": r["line"], "reason": r["reason"], "record": r["record"], "at": r["at"]}
-            for r in rows]
-    if _emit_rows(obj.fmt(fmt), docs, ("source", "line", "reason", "record", "at")):
+    docs = [{"source": r["source"], "line": r["line"], "reason": r["reason"], "record": r["record"], "at": r["at"],
+             "producer": r.get("producer"), "bound": r.get("bound")} for r in rows]
+    if _emit_rows(obj.fmt(fmt), docs, ("source", "line", "reason", "record", "at", "producer", "bound")):
         return
     if not docs:
         click.echo(f"{table}: no rejects")
         return
     for d in docs:
         where = f"{d['source']}:{d['line']}" if d["line"] is not None else f"{d['source']} (whole file)"
-        click.echo(f"{output.format_timestamp(d['at'])}  {where}  {d['reason']}")
+        why = d["reason"]
+        if d["bound"] is not None:  # late_row: who broke which bound
+            why += f" (producer {d['producer']}, below its bound {output.format_timestamp(d['bound'])})"
+        click.echo(f"{output.format_timestamp(d['at'])}  {where}  {why}")
         if d["record"]:
             click.echo(f"    {d['record'][:200]}")
 
@@ -609,6 +612,9 @@ def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: 
         if obj.fmt(fmt) == "json":
             _emit_json(plan.as_dict())
             return
+        if plan.no_watermark:
+            click.echo(f"{table}: nothing to do: {plan.notes[0]}")
+            return
         if not plan.advances:
             click.echo(f"{table}: nothing to do: cutoff {plan.cutoff} is not above the current cutoff {plan.previous_cutoff}")
             return
@@ -621,8 +627,12 @@ def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: 
     if obj.fmt(fmt) == "json":
         _emit_json(doc)
         return
+    if plan.no_watermark:
+        click.echo(f"{table}: nothing to do: {plan.notes[0]}")
+        return
     if not plan.advances:
         click.echo(f"{table}: nothing to do: the new cutoff {plan.cutoff} is not above the current cutoff {plan.previous_cutoff}"
+                   + (f" (clock: bound; watermark {output.format_timestamp(plan.watermark)})" if plan.watermark else "")
                    + (f" (recovered: purged {result.recovered_rows} rows)" if result.recovered_rows else ""))
         return
     click.echo(f"{table}: cutoff {plan.previous_cutoff} -> {plan.cutoff} ({output.format_timestamp(_cutoff_dt(plan.cutoff))}); "
@@ -768,6 +778,30 @@ def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, b
 
     master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
     doc = bench_ingest(master, small_files, small_rows, big_mb, blocks_per_batch)
+    if obj.fmt(fmt) == "json":
+        _emit_json(doc)
+        return
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            click.echo(k)
+            for k2, v2 in v.items():
+                click.echo(f"  {k2:<32} {v2}")
+        else:
+            click.echo(f"{k:<34} {v}")
+
+
+@bench.command("stream")
+@click.option("--batches", type=int, default=16, show_default=True, help="Batches (hours of event time).")
+@click.option("--rows", type=int, default=50_000, show_default=True, help="Rows per batch (split among producers).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_stream_cmd(obj: Ctx, batches: int, rows: int, fmt: str | None) -> None:
+    """Rows through 1 and 4 producers (insert + release) vs a plain load of the same rows."""
+    from lakehouse.bench import bench_stream
+
+    master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
+    doc = bench_stream(master, batches, rows)
     if obj.fmt(fmt) == "json":
         _emit_json(doc)
         return

@@ -290,13 +290,101 @@ def run_demo(lh: Any, reset: bool, rows: int, days: int) -> bool:
     for c in checks:
         say(f"   {'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else ""))
     all_ok &= all(c.ok for c in checks)
+    all_ok &= stream_demo(lh, say, end)
     say(click.style("\n== summary", bold=True))
-    st = lh.tables()[0]
+    st = {s.name: s for s in lh.tables()}["trips"]
     say(f"   rows loaded {loaded}, rejected {rejected}; {st.live_rows} live + {st.archive_rows} archived rows (upserts merged)")
     say(f"   tables: {', '.join(s.name for s in lh.tables())}; data in {wh}")
     say(f"   saved queries: {len(lh.saved_queries())}, " + ("all agree on Spark and DuckDB" if all_ok else "SOME DISAGREE"))
     say(f"   took {time.monotonic() - started:.0f}s.  Try: .venv/bin/lakehouse query \"SELECT * FROM trips LIMIT 5\" --engine duckdb")
     return all_ok
+
+
+def _pings(rng: random.Random, gateway: str, start: dt.datetime, minutes: int, per_minute: int) -> list[dict[str, Any]]:
+    """GPS pings of one gateway's drivers over ``minutes`` minutes from ``start``."""
+    base = {"gw-eu": (5, 48.85, 2.35, 1000), "gw-us": (1, 40.71, -74.0, 2000)}[gateway]
+    out = []
+    for m in range(minutes):
+        for _ in range(per_minute):
+            out.append({"driver_id": base[3] + rng.randrange(40), "city_id": base[0],
+                        "lat": round(base[1] + rng.uniform(-0.1, 0.1), 5), "lon": round(base[2] + rng.uniform(-0.1, 0.1), 5),
+                        "speed_kmh": round(rng.uniform(0, 80), 1), "gateway": gateway,
+                        "event_time": start + dt.timedelta(minutes=m, seconds=rng.randrange(60))})
+    return out
+
+
+def stream_demo(lh: Any, say: Any, day: dt.date) -> bool:
+    """Two gateways write driver_pings through rowtime bounds; one stalls, its lease expires, the
+    table moves on, its late pings land in rejects; the archive waits for the watermark."""
+    from lakehouse.stream.producer import to_micros
+
+    d = lh.definition("driver_pings")
+    say(f"\n-- streams: driver_pings from two gateways (producers); lateness {d.stream.allowed_lateness}, "
+        f"lease {d.stream.lease}, archive.clock: {d.archive.clock} (simulated clock, on {day})")
+    rng = random.Random(3)
+    t0 = dt.datetime.combine(day, dt.time(10, 0), dt.timezone.utc)
+    clock = {"now": to_micros(t0)}
+    table = lh.table("driver_pings")
+    eu = table.producer("gw-eu", clock=lambda: clock["now"])
+    us = table.producer("gw-us", clock=lambda: clock["now"])
+
+    def at(minutes: float) -> None:
+        clock["now"] = to_micros(t0 + dt.timedelta(minutes=minutes))
+
+    def status(note: str) -> None:
+        s = lh.stream_status("driver_pings", t0 + dt.timedelta(microseconds=clock["now"] - to_micros(t0)))
+        live = lh.query("SELECT count(*) AS n FROM driver_pings", "duckdb").to_pylist()[0]["n"]
+        holders = ", ".join(f"{p['name']} {output.format_timestamp(p['bound'])[11:19] if p['bound'] else '-'}"
+                            + ("" if p["holding"] else " (not holding)") for p in s["producers"] if p["attached"])
+        mark = output.format_timestamp(s["watermark"])[11:19] if s["watermark"] else "-"
+        say(f"   {note:<44} watermark {mark}  live {live:>5}  staged {s['staged']:>4}  [{holders}]")
+
+    at(0)
+    eu.attach(t0)
+    us.attach(t0)
+    status("gw-eu and gw-us attach at 10:00")
+    for m in range(0, 6, 2):  # both send two-minute batches
+        at(m + 2)
+        eu.insert(_pings(rng, "gw-eu", t0 + dt.timedelta(minutes=m), 2, 30))
+        us.insert(_pings(rng, "gw-us", t0 + dt.timedelta(minutes=m), 2, 30))
+        status(f"both insert 10:{m:02d}-10:{m + 2:02d}")
+    for m in range(6, 10, 2):  # gw-us stalls; gw-eu goes on: its pings wait for gw-us's bound
+        at(m + 1)
+        eu.insert(_pings(rng, "gw-eu", t0 + dt.timedelta(minutes=m), 2, 30))
+        status(f"gw-eu inserts 10:{m:02d}-10:{m + 2:02d}; gw-us is silent")
+    at(11.5)
+    eu.heartbeat()
+    status("gw-us's lease (5m) expires: the table moves on")
+    at(12)
+    eu.insert(_pings(rng, "gw-eu", t0 + dt.timedelta(minutes=10), 2, 30))
+    status("gw-eu inserts 10:10-10:12")
+    at(12.5)
+    late = _pings(rng, "gw-us", t0 + dt.timedelta(minutes=6), 4, 30)
+    r = us.insert(late).as_dict()
+    status(f"gw-us is back with 10:06-10:10 ({r['rows_late']} late)")
+    rejected = [x for x in lh.rejects("driver_pings") if x["reason"] == "late_row"]
+    say(f"   rejects: {len(rejected)} late_row pings of {sorted({x['producer'] for x in rejected})}, bound "
+        f"{output.format_timestamp(rejected[0]['bound']) if rejected else '-'} (B minus 2m lateness)")
+    events = Counter(e["kind"] for e in lh.stream_events("driver_pings"))
+    say("   events: " + ", ".join(f"{k} {n}" for k, n in sorted(events.items())))
+    # the archive follows the watermark: with delay 1h, nothing of this hour is sealed yet
+    now = t0 + dt.timedelta(hours=3)
+    res = lh.archive("driver_pings", now=now, dry_run=True).plan
+    say(f"   archive at {output.format_timestamp(now)[11:16]} (clock: bound): cutoff = min(now, watermark "
+        f"{output.format_timestamp(res.watermark)[11:19] if res.watermark else '-'}) - 1h = "
+        f"{output.format_timestamp(_utc(res.cutoff))[11:19]}: {res.rows} rows would be sealed (now - 1h would seal them all)")
+    at(14)
+    eu.detach()
+    us.detach()
+    status("both detach: everything staged is released")
+    s, d2, cmp = lh.compare_engines("SELECT table_name, bound, watermark, staged FROM lakehouse_watermarks ORDER BY 1")
+    say("   lakehouse_watermarks on Spark and DuckDB: " + ("engines agree" if cmp.equal else f"DIFFER: {cmp.detail}"))
+    output.print_table(s)
+    inserted = 2 * 3 * 60 + 3 * 60 + len(late)
+    live = lh.query("SELECT count(*) AS n FROM driver_pings", "duckdb").to_pylist()[0]["n"]
+    ok = live + len(rejected) == inserted and cmp.equal
+    say(f"   pings in {inserted} = live {live} + late {len(rejected)}: " + ("ok" if ok else "MISMATCH"))
+    return ok
 
 
 def _utc(cutoff: int) -> dt.datetime:

@@ -65,9 +65,10 @@ def test_bad_definition_is_one_error_line_exit_1(tmp_path):
 
 def test_end_to_end_json_contract(proj, tmp_path):
     p = run(proj, "migrate", "--status", "--format", "json")
-    assert json.loads(p.stdout) == {"applied": [], "pending": ["0001_create_trips"], "changed": [], "drift": []}
+    assert json.loads(p.stdout) == {"applied": [], "pending": ["0001_create_trips", "0002_create_driver_pings"],
+                                    "changed": [], "drift": []}
     p = run(proj, "migrate", "--format", "json")
-    assert json.loads(p.stdout) == {"applied": ["0001_create_trips"], "pending": []}
+    assert json.loads(p.stdout) == {"applied": ["0001_create_trips", "0002_create_driver_pings"], "pending": []}
     p = run(proj, "migrate", "--format", "json")  # idempotent, and fast (no Spark needed)
     assert json.loads(p.stdout) == {"applied": [], "pending": []}
 
@@ -84,9 +85,12 @@ def test_end_to_end_json_contract(proj, tmp_path):
     assert (doc["rows_loaded"], doc["rows_rejected"], doc["files_rejected"]) == (3, 1, [])
 
     p = run(proj, "tables", "--format", "json")
-    assert json.loads(p.stdout) == [{"name": "trips", "live_rows": 2, "archive_rows": 0, "cutoff": None,
-                                     "bound": None, "created": True, "rejects": 1,
-                                     "waiting_rows": 0}]
+    docs = {d["name"]: d for d in json.loads(p.stdout)}
+    assert sorted(docs) == ["driver_pings", "trips"]
+    # load is a one-shot producer: the stream bound is the latest event time it released
+    assert docs["trips"] == {"name": "trips", "live_rows": 2, "archive_rows": 0, "cutoff": None,
+                             "bound": "2026-11-21T00:00:00.25Z", "watermark": "2026-11-21T00:00:00.25Z",
+                             "staged": 0, "created": True, "rejects": 1, "waiting_rows": 0}
     p = run(proj, "rejects", "trips", "--format", "json")
     (rej,) = json.loads(p.stdout)
     assert rej["source"] == str(data) and rej["line"] == 3
@@ -122,7 +126,7 @@ def test_two_concurrent_load_processes_lose_nothing(proj, tmp_path):
         f.write_text("trip_id,city_id,event_time\n" + "".join(
             f"p{i}-{j},{j % 3},2026-11-19T{j % 24:02d}:00:00Z\n" for j in range(200)) + f"both,{i},2026-11-19T05:00:00Z\n")
         files.append(f)
-    before = json.loads(run(proj, "tables", "--format", "json").stdout)[0]["live_rows"]
+    before = json.loads(run(proj, "tables", "--format", "json").stdout)[1]["live_rows"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     env["LAKEHOUSE_MASTER"] = "local[1]"
     env["LAKEHOUSE_JAVA_OPTS"] = FAST_JVM
@@ -133,7 +137,7 @@ def test_two_concurrent_load_processes_lose_nothing(proj, tmp_path):
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
         assert json.loads(out)["rows_loaded"] == 201
-    after = json.loads(run(proj, "tables", "--format", "json").stdout)[0]["live_rows"]
+    after = json.loads(run(proj, "tables", "--format", "json").stdout)[1]["live_rows"]
     assert after - before == 401
 
 

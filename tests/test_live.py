@@ -171,7 +171,7 @@ def test_nothing_lost_rows_in_equal_loaded_plus_rejected(repo_copy, spark, tmp_p
         rejected += r.rows_rejected
     assert loaded + rejected == data.rows_written
     assert rejected == data.bad_rows == len(repo_copy.lh.rejects("trips"))
-    state = repo_copy.lh.tables()[0]
+    state = {s.name: s for s in repo_copy.lh.tables()}["trips"]
     distinct = repo_copy.lh.query("SELECT count(DISTINCT trip_id) AS n FROM trips", "duckdb").to_pylist()[0]["n"]
     assert state.live_rows == distinct  # upserts merged: one row per key
 

@@ -290,7 +290,19 @@ class ArchiveJob:
         check_loadable(d, self.paths)
         archive = spark_snapshot(self.spark, self.paths.archive)
         live = spark_snapshot(self.spark, self.paths.live)
-        cutoff = new_cutoff(now, d.archive.delay)
+        watermark = None
+        if d.archive.clock == "bound":  # never seal a day an attached producer may still write into
+            from lakehouse.stream.engine import describe, micros
+            from lakehouse.stream.store import StreamStore
+
+            watermark = describe(StreamStore(self.paths), d, self.paths, micros(now))["watermark"]
+            if watermark is None:
+                previous = archive.cutoff
+                return ArchivePlan(d.name, now, previous, previous if previous is not None else 0, live.version,
+                                   archive.version, clock="bound", no_watermark=True,
+                                   notes=["the table's watermark is undefined (no row released by a producer yet, "
+                                          "or a producer holding it has no bound): nothing is sealed"])
+        cutoff = new_cutoff(min(now, watermark) if watermark is not None else now, d.archive.delay)
         if cutoff < 0:
             raise LakehouseError(
                 f"archive {d.name}: the cutoff {cutoff} ({cutoff_time(cutoff).isoformat()}) is before "
@@ -299,7 +311,8 @@ class ArchiveJob:
                 "archived by such a run)"
             )
         previous = archive.cutoff
-        base = ArchivePlan(d.name, now, previous, cutoff, live.version, archive.version)
+        base = ArchivePlan(d.name, now, previous, cutoff, live.version, archive.version, clock=d.archive.clock,
+                           watermark=watermark)
         if not base.advances:
             return base
         et = F.col(d.event_time)
@@ -335,6 +348,8 @@ class ArchiveJob:
             new_rows=new_rows,
             archive_rows=archive_rows,
             reencode_days=tuple(stale),
+            clock=d.archive.clock,
+            watermark=watermark,
         )
 
     # -- execute ----------------------------------------------------------------------------
@@ -714,6 +729,11 @@ def run_archive(
     now = now or dt.datetime.now(dt.timezone.utc)
     if dry_run:
         return ArchiveResult(job.plan(now))
+    if definition.archive.clock == "bound":  # expire stalled producers' leases, release what is due
+        from lakehouse.stream.engine import Stream, micros
+
+        t = micros(now)
+        Stream(spark_factory, definition, job.paths, clock=lambda: t).tick()
     with run_lock(job.paths) as lease:
         job.lease = lease
         try:

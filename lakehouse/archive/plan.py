@@ -71,10 +71,18 @@ class ArchivePlan:
     reencode_days: tuple[dt.date, ...] = ()
     """Archived days written under other settings (sort columns, vector set), re-sorted and
     re-encoded by this run; they are also in ``days``."""
+    clock: str = "now"
+    """``now`` (cutoff = now - delay) or ``bound`` (cutoff = min(now, watermark) - delay)."""
+    watermark: dt.datetime | None = None
+    """With ``clock: bound``: the table's watermark when planned (None: undefined)."""
+    no_watermark: bool = False
+    """With ``clock: bound`` and no watermark yet (nothing released): nothing can be sealed."""
 
     @property
     def advances(self) -> bool:
         """Whether the cutoff moves forward (otherwise the run does nothing)."""
+        if self.no_watermark:
+            return False
         return self.previous_cutoff is None or self.cutoff > self.previous_cutoff
 
     def as_dict(self) -> dict[str, object]:
@@ -84,6 +92,8 @@ class ArchivePlan:
             "previous_cutoff": self.previous_cutoff,
             "cutoff": self.cutoff,
             "advances": self.advances,
+            "clock": self.clock,
+            "watermark": self.watermark,
             "live_version": self.live_version,
             "archive_version": self.archive_version,
             "days": [d.isoformat() for d in self.days],

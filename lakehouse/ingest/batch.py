@@ -125,7 +125,10 @@ def continue_numbering(state: IngestState, paths: TablePaths) -> None:
     """Batch numbers never repeat in a table: a state older than the table (deleted, or restored
     from a backup) continues after the last batch the table holds, so its batches are neither
     skipped as done nor mixed up with archived ones."""
-    done = max(txn_version(paths.live, state.app_id) or 0, txn_version(paths.rejects, state.app_id) or 0)
+    from lakehouse.stream.store import StreamStore
+
+    inserted = max((p.inserts.get(state.app_id, 0) for p in StreamStore(paths).read().producers.values()), default=0)
+    done = max(txn_version(paths.live, state.app_id) or 0, txn_version(paths.rejects, state.app_id) or 0, inserted)
     if state.next_batch <= done and not state.pending:
         log.warning("ingest state of %s is behind the table (last batch %d); numbering continues at %d",
                     state.source, done, done + 1)

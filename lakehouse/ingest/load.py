@@ -135,11 +135,13 @@ class Load:
         self.stream = stream or Stream(spark_factory, definition, self.paths)
         self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, self.stream, producer)
 
-    def run(self, files: list[str], fmt: str | None = None, force: bool = False, one_shot: bool = True) -> LoadResult:
+    def run(self, files: list[str], fmt: str | None = None, force: bool = False, one_shot: bool = True,
+            forget: bool = False) -> LoadResult:
         """Load ``files`` (in order: a later file wins over an earlier one for the same key).
 
         ``one_shot`` (``lakehouse load``): the producer attaches, inserts and detaches; otherwise
-        (``lakehouse producer T NAME insert``) it must be attached and stays so."""
+        (``lakehouse producer T NAME insert``) it must be attached and stays so. ``forget``: the
+        files are temporary (rows given to the Python API): once done, the state forgets them."""
         check_loadable(self.definition, self.paths)
         result = LoadResult(self.definition.name)
         with self.store.lock(self.source, wait=LOCK_WAIT):
@@ -162,6 +164,10 @@ class Load:
             if taken is not None:
                 result.batches.append(self.runner.execute(state, taken))
                 result.load_ids.append(state.load_id(taken))
+                if forget:
+                    for name in [*taken.files, *(n for n, _ in taken.failed)]:
+                        state.files.pop(name, None)
+                    self.store.save(state)
             if one_shot:
                 self.stream.detach(self.producer)
             result.rows_staged = self.stream.store.read().staged(self.producer)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -83,13 +84,14 @@ class Producer:
     def detach(self) -> None:
         self.stream.detach(self.name)
 
-    def insert_files(self, files: list[str], input_format: str | None = None, force: bool = False) -> "LoadResult":
+    def insert_files(self, files: list[str], input_format: str | None = None, force: bool = False,
+                     _temporary: bool = False) -> "LoadResult":
         """Insert files (CSV, JSON Lines, Parquet) as one batch; a file whose content this
         producer inserted before is skipped unless ``force``."""
         from lakehouse.ingest.load import Load
 
         load = Load(self.spark_factory, self.warehouse, self.definition, producer=self.name, stream=self.stream)
-        return load.run(files, input_format, force=force, one_shot=False)
+        return load.run(files, input_format, force=force, one_shot=False, forget=_temporary)
 
     def insert(self, data: Any, input_format: str | None = None) -> "LoadResult":
         """Insert rows: a list of dicts, an Arrow table or record batch, a pandas DataFrame, a
@@ -102,11 +104,13 @@ class Producer:
         os.makedirs(inbox, exist_ok=True)
         files = self._write(data, inbox)
         try:
-            return self.insert_files(files, "parquet", force=True)
-        finally:
-            for f in files:  # inserted (or rejected) by now; a crash leaves them for recovery
+            return self.insert_files(files, "parquet", force=True, _temporary=True)
+        finally:  # inserted (or rejected) by now; a crash leaves them for the next insert to finish
+            for f in files:
                 if os.path.isfile(f):
                     os.remove(f)
+            for folder in {os.path.dirname(f) for f in files} - {inbox}:  # a Spark frame's output
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _write(self, data: Any, inbox: str) -> list[str]:
         import pyarrow as pa
