@@ -358,8 +358,9 @@ def test_dry_run_changes_nothing(spark, project):
 
 
 def test_a_replayed_batch_is_not_applied_twice(spark, project):
-    """A run that committed a batch but died before recording it: the next run finds the batch's
-    SetTransaction in live and rejects, skips both commits, and records the batch."""
+    """A run that committed a batch but died before recording it: the next run finds the batch
+    registered with the table's stream (its rows released into live under the stream's
+    SetTransaction) and its SetTransaction in rejects, skips both, and records the batch."""
     land = events(project, ingress_delay_interval=0)
     write(land, name_at(0), [1, 2], extra_lines="x,1,1,x,2026-11-20T10:00:00Z\n")
     store = StateStore(TablePaths(project.settings.warehouse, "events"))
@@ -379,7 +380,12 @@ def test_a_replayed_batch_is_not_applied_twice(spark, project):
         pipeline.Ingest._execute = real_execute
     paths = project.lh.paths("events")
     app = store.load(str(land)).app_id
-    assert txn_version(paths.live, app) == 1 and txn_version(paths.rejects, app) == 1
+    from lakehouse.stream.engine import APP_ID
+    from lakehouse.stream.store import StreamStore
+
+    stream = StreamStore(paths).read()
+    assert stream.producers[str(land.resolve())].inserts[app] == 1
+    assert txn_version(paths.live, APP_ID) == 1 and txn_version(paths.rejects, app) == 1
     Path(store.path(str(land))).write_text(saved[0])  # back to "batch 1 taken, not recorded"
     assert json.loads(saved[0])["pending"][0]["files"] == [name_at(0)]
     r = ingest(project, land)

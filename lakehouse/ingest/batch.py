@@ -195,7 +195,7 @@ class BatchRunner:
         load_id = state.load_id(batch)
         failed_idx = [int(i) for i, f in manifest["files"].items() if f["error"]]
         reg: Registered | None = None
-        if not live_done and manifest["good"]:  # the good rows are this producer's insert
+        if not live_done:  # the good rows are this producer's insert (none: it still renews its lease)
             before = (self.stream.released.inserted, self.stream.released.updated)
             reg = self.stream.register(self.producer, app, batch.number, staging, failed_idx, load_id,
                                        has_rejects=bool(manifest["rejected"]), manifest=manifest)

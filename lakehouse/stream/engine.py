@@ -345,7 +345,7 @@ def describe(store: StreamStore, definition: TableDefinition, paths: TablePaths,
     return {
         "table": definition.name,
         "bound": from_micros(state.bound),
-        "watermark": from_micros(state.watermark(now)),
+        "watermark": from_micros(state.complete(now)),
         "staged": state.staged(),
         "producers": [
             {"name": p.name, "bound": from_micros(p.bound), "staged": state.staged(p.name),

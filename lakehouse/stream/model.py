@@ -88,6 +88,8 @@ class Segment:
     max_time: int | None
     released_upto: int | None = None
     released: int = 0
+    next_time: int | None = None
+    """The earliest event time still staged (None: nothing is)."""
     rejects_done: bool = True
     """False until the insert's rejects (late rows, bad rows) are committed: its files are kept."""
     data: dict[str, Any] = field(default_factory=dict)
@@ -122,6 +124,8 @@ class Release:
     counts: dict[str, int] = field(default_factory=dict)
     """Segment id -> rows released from it."""
     at: int = 0
+    next: dict[str, int | None] = field(default_factory=dict)
+    """Segment id -> its earliest event time still staged after the release."""
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -281,7 +285,7 @@ class StreamState:
         if staged:
             self.insert_seq += 1
             seg = Segment(segment_id or f"{self.insert_seq:010d}", name, self.insert_seq, below, len(staged),
-                          staged[-1], data=dict(data or {}))
+                          staged[-1], next_time=staged[0], data=dict(data or {}))
             self.segments.append(seg)
         events.append(Event("insert", now, name, p.bound, rows=len(staged), rejected=n_late,
                             detail=None if not n_late else f"late below {fmt(below)}"))
@@ -304,6 +308,16 @@ class StreamState:
         held, r = self.release_point(now)
         return r if held else self.bound
 
+    def complete(self, now: int) -> int | None:
+        """The watermark as live shows it: ``watermark(now)``, but below any staged row it
+        covers (a lease that ran out since the last operation raised R; those rows go into live
+        with the next operation, or the archive's tick)."""
+        w = self.watermark(now)
+        due = [s.next_time for s in self.segments if s.staged > 0 and s.next_time is not None]
+        if w is None or not due or min(due) > w:
+            return w
+        return min(due) - 1
+
     def plan_release(self, now: int, times_of: Callable[[Segment], Sequence[int]]) -> Release | None:
         """The next release (None when nothing staged is due). ``times_of(segment)`` gives the
         segment's staged event times, sorted (every one, released or not)."""
@@ -314,6 +328,7 @@ class StreamState:
         ups: dict[str, int] = {}
         ranges: dict[str, tuple[int | None, int]] = {}
         counts: dict[str, int] = {}
+        nxt: dict[str, int | None] = {}
         top = self.bound
         rows = 0
         for seg in self.segments:
@@ -327,11 +342,12 @@ class StreamState:
             ups[seg.id] = times[hi - 1]
             ranges[seg.id] = (seg.released_upto, times[hi - 1])
             counts[seg.id] = hi - lo
+            nxt[seg.id] = times[hi] if hi < len(times) else None
             rows += hi - lo
             top = _max(top, times[hi - 1])
         if not ups:
             return None
-        return Release(self.release_seq + 1, r if held else None, ups, ranges, rows, top, counts, now)
+        return Release(self.release_seq + 1, r if held else None, ups, ranges, rows, top, counts, now, nxt)
 
     def apply_release(self, rel: Release) -> list[Event]:
         """Record a release as committed: B advances, the segments' rows are no longer staged."""
@@ -339,6 +355,7 @@ class StreamState:
             if seg.id in rel.segments:
                 seg.released_upto = rel.segments[seg.id]
                 seg.released += rel.counts.get(seg.id, 0)
+                seg.next_time = rel.next.get(seg.id)
         self.bound = _max(self.bound, rel.bound)
         self.release_seq = max(self.release_seq, rel.seq)
         self.pending = None
