@@ -16,7 +16,6 @@ names the staging folder, which the stream removes once every row of it is relea
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import datetime as dt
 import json
@@ -25,6 +24,8 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from lakehouse import crashpoints
 from lakehouse.commit import Lease, with_retries
@@ -99,7 +100,7 @@ class Stream:
         self.store = StreamStore(paths)
         self.clock = clock or wall_clock
         self.released = Released()
-        self._times: dict[str, list[int]] = {}
+        self._times: dict[str, np.ndarray] = {}
 
     @property
     def lease_us(self) -> int:
@@ -178,12 +179,11 @@ class Stream:
                                                  segment_id=f"{state.insert_seq + 1:010d}", data=data)
             late_by_file: dict[int, int] = {}
             if below is not None:
-                for t, f in zip(times, table["f"]):
-                    if t < below:
-                        late_by_file[f] = late_by_file.get(f, 0) + 1
+                files, counts = np.unique(table["f"][times < below], return_counts=True)
+                late_by_file = {int(f): int(n) for f, n in zip(files, counts)}
             if seg is not None:
                 seg.rejects_done = not (late_by_file or has_rejects)
-                self._times[seg.id] = sorted(t for t in times if below is None or t >= below)
+                self._times[seg.id] = np.sort(times if below is None else times[times >= below])
             state.producers[name].last[origin] = {  # what a replay of this insert must report
                 "number": number, "below": below, "late": {str(k): v for k, v in late_by_file.items()},
                 "segment": None if seg is None else seg.id, "staged": 0 if seg is None else seg.rows,
@@ -253,9 +253,11 @@ class Stream:
             seg = segments[sid]
             frames.append(self._frame(spark, seg, lo, hi))
             times = self._times_of(seg)
-            a = 0 if lo is None else bisect.bisect_right(times, lo)
-            b = bisect.bisect_right(times, hi)
-            days.update(d.date() for d in {from_micros(t) for t in _day_starts(times[a:b])} if d is not None)
+            a = 0 if lo is None else int(np.searchsorted(times, lo, side="right"))
+            b = int(np.searchsorted(times, hi, side="right"))
+            day = 86_400_000_000
+            for start in np.unique(times[a:b] - times[a:b] % day):
+                days.add((EPOCH + dt.timedelta(microseconds=int(start))).date())
         good = frames[0]
         for f in frames[1:]:
             good = good.unionByName(f)
@@ -292,7 +294,7 @@ class Stream:
                          F.lit(seg.seq).cast("long").alias(SEQ_COLUMN),
                          F.lit(seg.data.get("load_id", "")).alias(LOAD_COLUMN))
 
-    def _read_staged(self, staging: str, failed: list[int]) -> dict[str, list[int]]:
+    def _read_staged(self, staging: str, failed: list[int]) -> dict[str, "np.ndarray"]:
         """Event times (micros) and file indexes of the good rows staged in ``staging``."""
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -301,19 +303,20 @@ class Stream:
         et = self.definition.event_time
         folder = join(staging, "rows")
         if not os.path.isdir(folder):
-            return {"t": [], "f": []}
+            return {"t": np.zeros(0, np.int64), "f": np.zeros(0, np.int64)}
         t = ds.dataset(folder, format="parquet").to_table(columns=[et, FILE_COLUMN, KIND_COLUMN],
                                                           filter=ds.field(KIND_COLUMN) == GOOD)
         if failed:
             t = t.filter(pc.invert(pc.is_in(t[FILE_COLUMN], value_set=_int_array(failed, t[FILE_COLUMN].type))))
-        times = pc.cast(pc.cast(t[et], pa.timestamp("us", tz="UTC")), pa.int64()).to_pylist()
-        return {"t": times, "f": t[FILE_COLUMN].to_pylist()}
+        times = pc.cast(pc.cast(t[et], pa.timestamp("us", tz="UTC")), pa.int64())
+        return {"t": times.to_numpy(zero_copy_only=False).astype(np.int64),
+                "f": t[FILE_COLUMN].to_numpy(zero_copy_only=False).astype(np.int64)}
 
-    def _times_of(self, seg: Segment) -> list[int]:
+    def _times_of(self, seg: Segment) -> "np.ndarray":
         cached = self._times.get(seg.id)
         if cached is None:
             times = self._read_staged(seg.data["path"], seg.data.get("failed", []))["t"]
-            cached = sorted(t for t in times if seg.late_below is None or t >= seg.late_below)
+            cached = np.sort(times if seg.late_below is None else times[times >= seg.late_below])
             self._times[seg.id] = cached
         return cached
 
@@ -377,11 +380,6 @@ def watermarks(tables: list[Any], now: int | None = None) -> Any:
                         ("watermark", pa.timestamp("us", tz="UTC")), ("staged", pa.int64()),
                         ("producers_attached", pa.int32()), ("producers_holding", pa.int32())])
     return pa.Table.from_pylist(rows, schema=schema)
-
-
-def _day_starts(times: list[int]) -> set[int]:
-    day = 86_400_000_000
-    return {t - t % day for t in times}
 
 
 def _int_array(values: list[int], typ: Any) -> Any:

@@ -26,9 +26,15 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from lakehouse.errors import LakehouseError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Times = Union[Sequence[int], "np.ndarray"]
+"""Event times (micros): a list, or a NumPy int64 array for big inserts."""
 
 
 class StreamError(LakehouseError):
@@ -265,27 +271,27 @@ class StreamState:
         p = self.producers.get(name)
         return p is not None and p.inserts.get(origin, 0) >= number
 
-    def insert(self, name: str, times: Sequence[int], now: int, lease: int, lateness: int | None,
+    def insert(self, name: str, times: Times, now: int, lease: int, lateness: int | None,
                origin: str = "", number: int = 0, segment_id: str | None = None,
                data: dict[str, Any] | None = None) -> tuple[Segment | None, int, int | None, list[Event]]:
         """Insert rows with these event times: (segment staged or None, rows late, the bound they
         broke, events). The durable layer stages the segment's rows (event time >= the bound)."""
         p, events = self._active(name, now, lease, "insert")
         below = self.late_below(name, lateness)
-        ordered = sorted(times)
+        ordered = _sorted(times)
         n_late = 0 if below is None else bisect.bisect_left(ordered, below)
         staged = ordered[n_late:]
-        if ordered:
-            p.bound = _max(p.bound, ordered[-1])
+        if len(ordered):
+            p.bound = _max(p.bound, int(ordered[-1]))
         p.rejected += n_late
         p.inserted += len(staged)
         if origin:
             p.inserts[origin] = max(p.inserts.get(origin, 0), number)
         seg = None
-        if staged:
+        if len(staged):
             self.insert_seq += 1
             seg = Segment(segment_id or f"{self.insert_seq:010d}", name, self.insert_seq, below, len(staged),
-                          staged[-1], next_time=staged[0], data=dict(data or {}))
+                          int(staged[-1]), next_time=int(staged[0]), data=dict(data or {}))
             self.segments.append(seg)
         events.append(Event("insert", now, name, p.bound, rows=len(staged), rejected=n_late,
                             detail=None if not n_late else f"late below {fmt(below)}"))
@@ -318,7 +324,7 @@ class StreamState:
             return w
         return min(due) - 1
 
-    def plan_release(self, now: int, times_of: Callable[[Segment], Sequence[int]]) -> Release | None:
+    def plan_release(self, now: int, times_of: Callable[[Segment], Times]) -> Release | None:
         """The next release (None when nothing staged is due). ``times_of(segment)`` gives the
         segment's staged event times, sorted (every one, released or not)."""
         self.expire(now)
@@ -339,12 +345,13 @@ class StreamState:
             hi = len(times) if r is None else bisect.bisect_right(times, r)
             if hi <= lo:
                 continue
-            ups[seg.id] = times[hi - 1]
-            ranges[seg.id] = (seg.released_upto, times[hi - 1])
+            last = int(times[hi - 1])
+            ups[seg.id] = last
+            ranges[seg.id] = (seg.released_upto, last)
             counts[seg.id] = hi - lo
-            nxt[seg.id] = times[hi] if hi < len(times) else None
+            nxt[seg.id] = int(times[hi]) if hi < len(times) else None
             rows += hi - lo
-            top = _max(top, times[hi - 1])
+            top = _max(top, last)
         if not ups:
             return None
         return Release(self.release_seq + 1, r if held else None, ups, ranges, rows, top, counts, now, nxt)
@@ -396,6 +403,15 @@ class StreamState:
             segments=[Segment.from_json(s) for s in d.get("segments", [])],
             pending=None if d.get("pending") is None else Release.from_json(d["pending"]),
         )
+
+
+def _sorted(times: Times) -> Times:
+    """Times in order: a NumPy array stays one (millions of rows), anything else becomes a list."""
+    if hasattr(times, "dtype"):
+        import numpy as np
+
+        return np.sort(np.asarray(times, dtype=np.int64))
+    return sorted(int(t) for t in times)
 
 
 def fmt(t: int | None) -> str:
