@@ -720,6 +720,20 @@ def verify(obj: Ctx, table: str | None, fmt: str | None) -> None:
 
 # -- bench ------------------------------------------------------------------------------------
 
+def _emit_bench(fmt: str, doc: dict[str, Any]) -> None:
+    """A benchmark's figures: JSON, or one line a figure (a case's figures indented under it)."""
+    if fmt == "json":
+        _emit_json(doc)
+        return
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            click.echo(k)
+            for k2, v2 in v.items():
+                click.echo(f"  {k2:<32} {v2}")
+        else:
+            click.echo(f"{k:<34} {v}")
+
+
 @cli.group()
 def bench() -> None:
     """Benchmarks that compare against a baseline in the same run."""
@@ -778,16 +792,7 @@ def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, b
 
     master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
     doc = bench_ingest(master, small_files, small_rows, big_mb, blocks_per_batch)
-    if obj.fmt(fmt) == "json":
-        _emit_json(doc)
-        return
-    for k, v in doc.items():
-        if isinstance(v, dict):
-            click.echo(k)
-            for k2, v2 in v.items():
-                click.echo(f"  {k2:<32} {v2}")
-        else:
-            click.echo(f"{k:<34} {v}")
+    _emit_bench(obj.fmt(fmt), doc)
 
 
 @bench.command("stream")
@@ -802,16 +807,7 @@ def bench_stream_cmd(obj: Ctx, batches: int, rows: int, fmt: str | None) -> None
 
     master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
     doc = bench_stream(master, batches, rows)
-    if obj.fmt(fmt) == "json":
-        _emit_json(doc)
-        return
-    for k, v in doc.items():
-        if isinstance(v, dict):
-            click.echo(k)
-            for k2, v2 in v.items():
-                click.echo(f"  {k2:<32} {v2}")
-        else:
-            click.echo(f"{k:<34} {v}")
+    _emit_bench(obj.fmt(fmt), doc)
 
 
 # -- demo -------------------------------------------------------------------------------------

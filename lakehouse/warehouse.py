@@ -130,3 +130,26 @@ def row_count(path: str) -> int:
     if any(v is None for v in counts):  # a writer that kept no statistics: count the data
         return int(scan(path, "SELECT count(*) AS n FROM t").column("n")[0].as_py())
     return int(sum(counts))
+
+
+def write_json(path: str, doc: Any) -> None:
+    """Replace a local JSON file atomically and durably: a temporary file, fsync, rename, and
+    fsync of the folder (a crash leaves the old document or the new one, never a mix)."""
+    import contextlib
+    import json
+    import os
+
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -44,7 +44,7 @@ from lakehouse.ingest.blocks import (
 from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, is_files_source
 from lakehouse.inputs import Format, detect_format
 from lakehouse.records import first_line
-from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
+from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version, write_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -319,10 +319,7 @@ class BatchRunner:
             "rejected": sum(f["rejected"] for f in files.values() if not f["error"]),
             "blocks": len(blocks),
         }
-        tmp = manifest_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as out:
-            json.dump(manifest, out)
-        os.replace(tmp, manifest_path)
+        write_json(manifest_path, manifest)
         return manifest
 
     def _staged(self, spark: "SparkSession", staging: str) -> "DataFrame":

@@ -26,7 +26,7 @@ from typing import Any
 
 from lakehouse.errors import LakehouseError
 from lakehouse.ingest.tsort import T
-from lakehouse.warehouse import TablePaths, join
+from lakehouse.warehouse import TablePaths, join, write_json
 
 STATUSES = ("queued", "ingested", "late", "failed")
 FORMAT_VERSION = 1
@@ -274,20 +274,7 @@ class StateStore:
             raise LakehouseError(f"{path}: corrupt ingest state: {e!r}") from None
 
     def save(self, state: IngestState) -> None:
-        path = self.path(state.source)
-        os.makedirs(self.folder, exist_ok=True)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(state.to_json(), f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        with contextlib.suppress(OSError):  # make the rename durable
-            fd = os.open(self.folder, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        write_json(self.path(state.source), state.to_json())
 
     def all(self) -> list[IngestState]:
         """The states of every landing directory of the table."""

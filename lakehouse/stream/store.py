@@ -22,20 +22,11 @@ from typing import Any
 from lakehouse.commit import Lease, LeaseHeld
 from lakehouse.errors import LakehouseError
 from lakehouse.stream.model import Event, StreamState
-from lakehouse.warehouse import TablePaths, join
+from lakehouse.warehouse import TablePaths, join, write_json
 
 LOCK_WAIT = 600.0
 """Seconds a stream operation waits for another to finish with the state (releases commit)."""
 LOCK_TTL = 60.0
-
-
-def _fsync_dir(folder: str) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 class StreamStore:
@@ -64,14 +55,7 @@ class StreamStore:
             raise LakehouseError(f"{self.state_path}: corrupt stream state: {e!r}") from None
 
     def save(self, state: StreamState) -> None:
-        os.makedirs(self.folder, exist_ok=True)
-        tmp = f"{self.state_path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(state.to_json(), f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.state_path)
-        _fsync_dir(self.folder)
+        write_json(self.state_path, state.to_json())
 
     def log(self, events: list[Event]) -> None:
         if not events:
