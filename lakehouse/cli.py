@@ -503,13 +503,7 @@ def stream(obj: Ctx, table: str, events: bool, now: str | None, fmt: str | None)
     """TABLE's stream: its bound, watermark, staged rows and producers (or --events)."""
     ts = output.format_timestamp
     if events:
-        from lakehouse.stream.engine import from_micros
-
-        docs = []
-        for e in obj.lakehouse.stream_events(table):
-            docs.append({"kind": e["kind"], "at": from_micros(e["at"]), "producer": e.get("producer"),
-                         "bound": from_micros(e.get("bound")), "rows": e.get("rows"), "rejected": e.get("rejected"),
-                         "detail": e.get("detail")})
+        docs = obj.lakehouse.stream_events(table)
         if _emit_rows(obj.fmt(fmt), docs, ("kind", "at", "producer", "bound", "rows", "rejected", "detail")):
             return
         if not docs:

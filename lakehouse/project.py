@@ -221,10 +221,13 @@ class Lakehouse:
         return describe(StreamStore(p), d, p, clock())
 
     def stream_events(self, table: str) -> list[dict[str, Any]]:
+        from lakehouse.stream.engine import from_micros
         from lakehouse.stream.store import StreamStore
 
         self.definition(table)
-        return StreamStore(self.paths(table)).events()
+        return [{"kind": e["kind"], "at": from_micros(e["at"]), "producer": e.get("producer"),
+                 "bound": from_micros(e.get("bound")), "rows": e.get("rows"), "rejected": e.get("rejected"),
+                 "detail": e.get("detail")} for e in StreamStore(self.paths(table)).events()]
 
     # -- queries --------------------------------------------------------------------------
 

@@ -291,7 +291,7 @@ def check_end(project: Any, table: str, run: Run, keyed: bool = False) -> None:
     events = project.lh.stream_events(table)
     assert [e["rows"] for e in events if e["kind"] == "release"] == [len(rel) for rel in ref.releases], where
     assert sum(e["kind"] == "insert" for e in events) == run.inserts, where
-    expired = [(e["producer"], e["at"]) for e in events if e["kind"] == "expiry"]
+    expired = [(e["producer"], to_micros(e["at"])) for e in events if e["kind"] == "expiry"]
     assert sorted(expired) == sorted(run.expiries), f"expiry events {expired} != {sorted(run.expiries)} {where}"
 
 
