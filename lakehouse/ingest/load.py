@@ -145,9 +145,12 @@ class Load:
         check_loadable(self.definition, self.paths)
         result = LoadResult(self.definition.name)
         with self.store.lock(self.source, wait=LOCK_WAIT):
-            if one_shot:
+            # attached still: by a one-shot load killed before it detached; its batches are
+            # finished under its old bound, then this load attaches afresh (at the stream's bound)
+            left = self.stream.attached(self.producer)
+            if one_shot and not left:
                 self.stream.attach(self.producer)
-            elif not self.stream.attached(self.producer):
+            elif not one_shot and not left:
                 raise StreamError(f"producer {self.producer!r} is not attached to {self.definition.name}: "
                                   f"run `lakehouse producer {self.definition.name} {self.producer} attach` first")
             state = self.store.load(self.source)
@@ -160,6 +163,9 @@ class Load:
             for batch in list(state.pending):
                 result.batches.append(self.runner.execute(state, batch, recovered=True))
                 result.load_ids.append(state.load_id(batch))
+            if one_shot and left:
+                self.stream.detach(self.producer)
+                self.stream.attach(self.producer)
             taken = self._take(state, files, fmt, force, result, recovered)
             if taken is not None:
                 result.batches.append(self.runner.execute(state, taken))

@@ -117,6 +117,7 @@ class Stream:
     def _changing(self, what: str) -> Iterator[tuple[StreamState, Lease]]:
         with self.store.locked(what) as lease:
             state = self.store.read()
+            self.store.flush(state)  # events a crashed process saved but did not log
             self._finish_pending(state, lease)
             yield state, lease
 
@@ -124,8 +125,7 @@ class Stream:
         with self._changing(what) as (state, lease):
             now = self.clock()
             events = op(state, now)  # raises StreamError before anything is saved
-            self.store.save(state)
-            self.store.log(events)
+            self.store.commit(state, events)
             self._release(state, lease, now)
             return state
 
@@ -188,8 +188,7 @@ class Stream:
                 "number": number, "below": below, "late": {str(k): v for k, v in late_by_file.items()},
                 "segment": None if seg is None else seg.id, "staged": 0 if seg is None else seg.rows,
                 "manifest": manifest}
-            self.store.save(state)
-            self.store.log(events)
+            self.store.commit(state, events)
             crashpoints.reached("stream_after_insert")
             self._release(state, lease, now)
             return Registered(None if seg is None else seg.id, below, late_by_file, 0 if seg is None else seg.rows,
@@ -221,8 +220,7 @@ class Stream:
             crashpoints.reached("stream_after_plan")
             self._commit(state, rel, lease)
             crashpoints.reached("stream_after_live")
-            self.store.log(state.apply_release(rel))
-            self.store.save(state)
+            self.store.commit(state, state.apply_release(rel))
             crashpoints.reached("stream_after_state")
             self._cleanup(state)
 
@@ -234,8 +232,7 @@ class Stream:
                 log.warning("stream of %s: finishing release %d left by an interrupted run",
                             self.definition.name, rel.seq)
                 self._commit(state, rel, lease)
-            self.store.log(state.apply_release(rel))
-            self.store.save(state)
+            self.store.commit(state, state.apply_release(rel))
             self._cleanup(state)
         elif done > state.release_seq:  # a state older than the table: numbering continues after it
             log.warning("stream state of %s is behind the table (release %d); numbering continues",

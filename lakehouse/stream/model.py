@@ -174,6 +174,16 @@ class StreamState:
     segments: list[Segment] = field(default_factory=list)
     pending: Release | None = None
     """A release planned and maybe committed into live, not yet applied here."""
+    event_seq: int = 0
+    """Events recorded so far (each event's number: the log is deduplicated by it)."""
+    unlogged: list[dict[str, Any]] = field(default_factory=list)
+    """Events saved with the state but maybe not yet appended to the log."""
+
+    def record(self, events: list[Event]) -> None:
+        """Number events and keep them with the state (saved with it, then appended to the log)."""
+        for e in events:
+            self.event_seq += 1
+            self.unlogged.append({"seq": self.event_seq, **e.to_json()})
 
     # -- the rules --------------------------------------------------------------------------------
 
@@ -390,6 +400,8 @@ class StreamState:
             "producers": [p.to_json() for p in self.producers.values()],
             "segments": [s.to_json() for s in self.segments],
             "pending": None if self.pending is None else self.pending.to_json(),
+            "event_seq": self.event_seq,
+            "unlogged": self.unlogged,
         }
 
     @classmethod
@@ -402,6 +414,8 @@ class StreamState:
             producers={p.name: p for p in ps},
             segments=[Segment.from_json(s) for s in d.get("segments", [])],
             pending=None if d.get("pending") is None else Release.from_json(d["pending"]),
+            event_seq=int(d.get("event_seq", 0)),
+            unlogged=list(d.get("unlogged", [])),
         )
 
 

@@ -57,26 +57,61 @@ class StreamStore:
     def save(self, state: StreamState) -> None:
         write_json(self.state_path, state.to_json())
 
-    def log(self, events: list[Event]) -> None:
-        if not events:
+    def commit(self, state: StreamState, events: list[Event] | None = None) -> None:
+        """Save the state with its new events, then append them to the log: an event is logged
+        only once the change it describes is saved; a crash between the two leaves it in the
+        state, and the next ``flush`` appends it (the log skips numbers it already has)."""
+        state.record(events or [])
+        self.save(state)
+        self.flush(state)
+
+    def flush(self, state: StreamState) -> None:
+        """Append the state's unlogged events to the log (those it does not hold yet)."""
+        if not state.unlogged:
             return
-        os.makedirs(self.folder, exist_ok=True)
-        with open(self.events_path, "a", encoding="utf-8") as f:
-            for e in events:
-                f.write(json.dumps(e.to_json(), separators=(",", ":")) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        last = self._last_seq()
+        new = [e for e in state.unlogged if int(e.get("seq", 0)) > last]
+        if new:
+            os.makedirs(self.folder, exist_ok=True)
+            with open(self.events_path, "a", encoding="utf-8") as f:
+                for e in new:
+                    f.write(json.dumps(e, separators=(",", ":")) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        state.unlogged = []  # on disk too with the next save
+
+    def _last_seq(self) -> int:
+        """The number of the log's last complete event (0: none)."""
+        try:
+            with open(self.events_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 65536))
+                tail = f.read().split(b"\n")
+        except FileNotFoundError:
+            return 0
+        for line in reversed(tail):
+            try:
+                return int(json.loads(line).get("seq", 0))
+            except (ValueError, AttributeError):
+                continue
+        return 0
 
     def events(self) -> list[dict[str, Any]]:
-        """Every event, oldest first (a line cut short by a crash is skipped)."""
+        """Every event once, oldest first (a line cut short by a crash is skipped)."""
         out = []
+        seen: set[Any] = set()
         try:
             with open(self.events_path, encoding="utf-8") as f:
                 for line in f:
                     try:
-                        out.append(json.loads(line))
+                        e = json.loads(line)
                     except ValueError:
                         continue
+                    if not isinstance(e, dict) or e.get("seq") in seen:
+                        continue
+                    seen.add(e.get("seq"))
+                    out.append(e)
         except FileNotFoundError:
             pass
         return out
