@@ -435,11 +435,20 @@ def _producer_op(fn: F) -> F:
         from lakehouse.stream.producer import check_name
 
         check_name(name)
-        p = ctx.lakehouse.producer(table, name, _parse_now(now))
+        at = _parse_now(now)
+        if at is not None:
+            import datetime as dt
+
+            if at > dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1):
+                _fail(f"{table}: producer {name!r}: --now {now} is ahead of the clock; a lease renewed "
+                      "in the future would hold the watermark long after the producer is gone")
+        p = ctx.lakehouse.producer(table, name, at)
         did, extra = fn(p, *args, **kw)
         doc = _producer_doc(ctx, table, name, now)
         doc.update(extra)
         _print_producer(ctx, fmt, doc, did)
+        if extra.get("insert", {}).get("error"):
+            _fail(extra["insert"]["error"])
 
     return wrapper  # type: ignore[return-value]
 
@@ -463,8 +472,11 @@ def producer_insert(p: Any, files: tuple[str, ...], input_format: str | None, fo
     """Insert the rows of FILES (one batch); late rows and bad rows go to rejects."""
     r = p.insert_files(list(files), input_format, force=force)
     d = r.as_dict()
-    return (f"inserted {d['rows_loaded']} rows ({d['rows_late']} late, {d['rows_rejected']} rejected in all)",
-            {"insert": d})
+    if r.files_rejected_now:  # printed with the rest, then exit 1 (as `load`)
+        first = r.files_rejected_now[0]
+        d["error"] = f"{first.error}; the file is in `lakehouse rejects {p.definition.name}`"
+    return (f"inserted {d['rows_loaded']} rows ({d['rows_late']} late, {d['rows_rejected']} rejected in all)"
+            + "".join(f"; {f.source}: skipped: {f.skipped}" for f in r.files_skipped), {"insert": d})
 
 
 @producer.command("bound")

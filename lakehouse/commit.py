@@ -77,6 +77,11 @@ def with_retries(what: str, fn: Callable[[], T], attempts: int = MAX_ATTEMPTS) -
     raise AssertionError("unreachable")
 
 
+SESSION_CONF = threading.RLock()
+"""Held while a commit relies on session-wide Spark settings (SetTransaction, commit metadata):
+threads of one process (two producers of an application) commit one at a time."""
+
+
 @contextlib.contextmanager
 def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[None]:
     """Make the Delta writes inside (MERGE, append) record the SetTransaction ``txn`` = (app id,
@@ -85,13 +90,14 @@ def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[N
     if txn is None:
         yield
         return
-    spark.conf.set("spark.databricks.delta.write.txnAppId", txn[0])
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(txn[1]))
-    try:
-        yield
-    finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+    with SESSION_CONF:
+        spark.conf.set("spark.databricks.delta.write.txnAppId", txn[0])
+        spark.conf.set("spark.databricks.delta.write.txnVersion", str(txn[1]))
+        try:
+            yield
+        finally:
+            spark.conf.unset("spark.databricks.delta.write.txnAppId")
+            spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
 # -- the per-table lease ------------------------------------------------------------------------

@@ -11,7 +11,9 @@ Times are integers (microseconds); None is "undefined", below every time.
   (``lease_expires > now``). R = min of b_P over holders (None if a holder's b_P is None).
 - Release (after every operation): with holders, staged rows with t <= R (nothing when R is
   None); with no holder, everything staged. B := max(B, max released t).
-- Watermark: R while some producer holds, else B.
+- Watermark: R while some producer holds, else max(B, floor), where the floor is the highest
+  watermark seen at the start of any operation; joining and returning producers start at
+  max(B, floor), and lateness is measured from max(B, floor, b_P) (so the watermark never goes back).
 - An expired producer that renews its lease (insert, bound, heartbeat, attach) rejoins at B:
   b_P := max(b_P, B) first.
 - Errors (``RefError``) change nothing.
@@ -80,6 +82,9 @@ class RefInsert:
 @dataclass
 class RefStream:
     bound: int | None = None
+    floor: int | None = None
+    """The highest watermark shown at an operation (joining/returning producers start at
+    max(B, floor); lateness is measured from it)."""
     producers: dict[str, RefProducer] = field(default_factory=dict)
     staged_rows: list[RefRow] = field(default_factory=list)
     releases: list[list[RefRow]] = field(default_factory=list)
@@ -100,9 +105,16 @@ class RefStream:
             return True, None
         return True, min(p.bound for p in hs)
 
+    def top(self) -> int | None:
+        return mx(self.bound, self.floor)
+
     def watermark(self, now: int) -> int | None:
         held, r = self.release_point(now)
-        return r if held else self.bound
+        return r if held else self.top()
+
+    def observe(self, now: int) -> None:
+        """At the start of every operation: the floor rises to the watermark as of now."""
+        self.floor = mx(self.floor, self.watermark(now))
 
     def staged(self, producer: str | None = None) -> int:
         return sum(1 for r in self.staged_rows if producer is None or r.producer == producer)
@@ -122,7 +134,7 @@ class RefStream:
         """P's own bound as of an operation at ``now`` (an expired producer rejoins at B)."""
         if p.holds(now):
             return p.bound
-        return mx(p.bound, self.bound)
+        return mx(p.bound, mx(self.top(), self.watermark(now)))
 
     def _renew(self, p: RefProducer, now: int, lease: int) -> None:
         p.bound = self._own(p, now)
@@ -136,13 +148,15 @@ class RefStream:
             own = self._own(p, now)
             if bound is not None and own is not None and bound < own:
                 raise RefError("bound below own bound")
+            self.observe(now)
             self._renew(p, now, lease)
             p.bound = mx(p.bound, bound)
             return
+        self.observe(now)
         if p is None:
             p = self.producers[name] = RefProducer(name)
         p.attached = True
-        p.bound = mx(self.bound, bound)  # the old bound is forgotten
+        p.bound = mx(self.top(), bound)  # the old bound is forgotten
         p.lease_expires = now + lease
 
     def assert_bound(self, name: str, bound: int, now: int, lease: int) -> None:
@@ -150,25 +164,29 @@ class RefStream:
         own = self._own(p, now)
         if own is not None and bound < own:
             raise RefError("bound below own bound")
+        self.observe(now)
         self._renew(p, now, lease)
         p.bound = mx(p.bound, bound)
 
     def heartbeat(self, name: str, now: int, lease: int) -> None:
         p = self._attached(name, "heartbeat")
+        self.observe(now)
         self._renew(p, now, lease)
 
     def detach(self, name: str, now: int) -> None:
         p = self._attached(name, "detach")
+        self.observe(now)
         p.attached = False
 
     def insert(self, name: str, rows: list[tuple[int, Any]], now: int, lease: int,
                lateness: int | None) -> RefInsert:
         """``rows``: (event time, payload) in the order given (line = index)."""
         p = self._attached(name, "insert")
+        self.observe(now)
         self._renew(p, now, lease)
         self.inserts += 1
         seq = self.inserts
-        base = mx(self.bound, p.bound)
+        base = mx(self.top(), p.bound)
         below = None if lateness is None or base is None else base - lateness
         ordered = sorted(((t, line, payload) for line, (t, payload) in enumerate(rows)), key=lambda x: (x[0], x[1]))
         staged, late = [], []
@@ -186,6 +204,7 @@ class RefStream:
 
     def release(self, now: int) -> list[RefRow]:
         """Commit what is due into live; the rows released (in commit order), maybe none."""
+        self.observe(now)
         held, r = self.release_point(now)
         if held:
             due = [] if r is None else [x for x in self.staged_rows if x.t <= r]

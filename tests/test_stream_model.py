@@ -237,7 +237,7 @@ def run(pair: Pair, ops: list[tuple[Any, ...]]) -> None:
         if p.attached:
             pair.detach(name)
     assert pair.impl.staged() == 0 and pair.ref.staged() == 0
-    assert pair.impl.watermark(pair.now) == pair.impl.bound
+    assert pair.impl.watermark(pair.now) == pair.impl.top  # max(B, floor) when nobody holds
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
@@ -452,7 +452,7 @@ def test_expired_producer_rejoins_at_b() -> None:
     pair.insert("P2", [30])  # staged: P1 holds at 10
     assert pair.impl.staged() == 1
     pair.advance(10)  # both leases run out (lease_expires <= now)
-    assert pair.impl.watermark(pair.now) == pair.impl.bound is None
+    assert pair.impl.watermark(pair.now) == pair.impl.top  # max(B, floor) when nobody holds is None
     pair.heartbeat("P2")  # P2 holds alone: R = 30, released
     assert pair.impl.bound == 30 and pair.impl.staged() == 0
     assert pair.impl.producers["P1"].attached and not pair.impl.producers["P1"].holding
@@ -466,8 +466,8 @@ def test_expired_producer_rejoins_at_b() -> None:
 
 def test_detached_producer_attaching_again_starts_fresh() -> None:
     pair = Pair(None, 10)
+    pair.attach("P2", 5)  # first: a producer joining later starts at the watermark then (5)
     pair.attach("P1", 100)
-    pair.attach("P2", 5)
     pair.insert("P1", [50])  # no lateness: staged (R = 5)
     pair.detach("P1")
     pair.attach("P1", 7)  # forgets 100: starts at max(B, 7)
@@ -507,3 +507,23 @@ def test_json_round_trip_of_a_pending_release() -> None:
     assert json.dumps(copy.to_json(), sort_keys=True) == json.dumps(s.to_json(), sort_keys=True)
     assert s.staged() == 1 and s.staged("P2") == 1 and s.bound == 20 and s.pending is None
     assert s.plan_release(now, lambda seg: times[seg.id]) is None
+
+
+def test_the_watermark_never_goes_back_when_producers_join_or_leave() -> None:
+    """A holder asserts a bound far above the rows it sent: the watermark is that bound, and a
+    producer joining, or the holder leaving, does not take it back to B (a cutoff sealed from it
+    stays safe); a joiner's rows below it are late under strict bounds."""
+    lease, now = 10**9, 0
+    s = StreamState()
+    s.attach("A", now, lease)
+    s.insert("A", [9], now, lease, 0)
+    s.apply_release(s.plan_release(now, lambda seg: [9]))  # type: ignore[arg-type]
+    s.assert_bound("A", 12, now, lease)
+    assert (s.bound, s.watermark(now)) == (9, 12)
+    s.attach("C", now, lease)
+    assert s.producers["C"].bound == 12 and s.watermark(now) == 12
+    _, late, below, _ = s.insert("C", [10], now, lease, 0)
+    assert (late, below) == (1, 12)
+    s.detach("A", now)
+    s.detach("C", now)
+    assert s.watermark(now) == 12 and s.bound == 9

@@ -302,6 +302,8 @@ class ArchiveJob:
                                    archive.version, clock="bound", no_watermark=True,
                                    notes=["the table's watermark is undefined (no row released by a producer yet, "
                                           "or a producer holding it has no bound): nothing is sealed"])
+        if watermark is not None and d.stream.allowed_lateness is not None:  # rows may still come this far below it
+            watermark = watermark - dt.timedelta(milliseconds=d.stream.allowed_lateness.millis)
         cutoff = new_cutoff(min(now, watermark) if watermark is not None else now, d.archive.delay)
         if cutoff < 0:
             raise LakehouseError(
@@ -732,7 +734,7 @@ def run_archive(
     if definition.archive.clock == "bound":  # expire stalled producers' leases, release what is due
         from lakehouse.stream.engine import Stream, micros
 
-        t = micros(now)
+        t = micros(min(now, dt.datetime.now(dt.timezone.utc)))  # a --now ahead expires no lease
         Stream(spark_factory, definition, job.paths, clock=lambda: t).tick()
     with run_lock(job.paths) as lease:
         job.lease = lease

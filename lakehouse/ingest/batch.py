@@ -252,7 +252,8 @@ class BatchRunner:
         staged = {os.path.basename(p.rstrip("/")) for p in self.stream.referenced()}
         if os.path.isdir(self.paths.staging):
             for name in os.listdir(self.paths.staging):
-                if name.startswith(prefix) and name not in pending and name not in staged:
+                mine = name.startswith(prefix) and name[len(prefix):].isdigit()  # not "ingest-load-x-..." for "load"
+                if mine and name not in pending and name not in staged:
                     remove_tree(join(self.paths.staging, name))
 
     def _plan_blocks(self, state: IngestState, batch: Batch, verify: bool) -> list[Block]:

@@ -119,7 +119,9 @@ class Ingest:
         """The directory as given (a state from before real paths is found by it)."""
         self.store = StateStore(self.paths)
         self.on_batch = on_batch or (lambda r: None)
-        self.producer = producer or self.source
+        from lakehouse.stream.producer import check_name
+
+        self.producer = check_name(producer) if producer is not None else self.source
         """The producer this landing directory writes the table's stream as."""
         self.stream = Stream(spark_factory, definition, self.paths)
         self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, self.stream, self.producer,

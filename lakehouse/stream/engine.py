@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakehouse import crashpoints
-from lakehouse.commit import Lease, with_retries
+from lakehouse.commit import SESSION_CONF, Lease, with_retries
 from lakehouse.definitions import LOAD_COLUMN, TableDefinition
+from lakehouse.errors import LakehouseError
 from lakehouse.ingest.blocks import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.live import SEQ_COLUMN, commit_live
-from lakehouse.stream.model import Event, Release, Segment, StreamState, fmt
+from lakehouse.stream.model import Event, Release, Segment, StreamError, StreamState, fmt
 from lakehouse.stream.store import StreamStore
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
 
@@ -115,11 +116,17 @@ class Stream:
 
     @contextlib.contextmanager
     def _changing(self, what: str) -> Iterator[tuple[StreamState, Lease]]:
-        with self.store.locked(what) as lease:
+        with self.store.locked(f"{what} on {self.definition.name}") as lease:
             state = self.store.read()
-            self.store.flush(state)  # events a crashed process saved but did not log
-            self._finish_pending(state, lease)
-            yield state, lease
+            self.store.fence = lease.check  # no save once another process has taken the lease
+            try:
+                self.store.flush(state)  # events a crashed process saved but did not log
+                self._finish_pending(state, lease)
+                yield state, lease
+            except StreamError as e:
+                raise StreamError(f"{self.definition.name}: {e}") from None
+            finally:
+                self.store.fence = None
 
     def _apply(self, what: str, op: Callable[[StreamState, int], list[Event]]) -> StreamState:
         with self._changing(what) as (state, lease):
@@ -153,10 +160,10 @@ class Stream:
     def replay(self, name: str, origin: str, number: int) -> dict[str, Any] | None:
         """What insert ``number`` of ``origin`` did, if it was registered (read without the lease:
         ``register`` checks again under it)."""
-        state = self.store.read()
-        if not state.seen(name, origin, number):
+        owner = self.store.read().seen_by(origin, number)
+        if owner is None:
             return None
-        last = state.producers[name].last.get(origin, {})
+        last = owner.last.get(origin, {})
         return last if last.get("number") == number else {}
 
     def register(self, name: str, origin: str, number: int, staging: str, failed: list[int], load_id: str,
@@ -165,8 +172,10 @@ class Stream:
         ``name``'s insert ``number`` of ``origin``; replayed inserts are recognised."""
         with self._changing(f"insert by {name}") as (state, lease):
             now = self.clock()
-            if state.seen(name, origin, number):
-                last = state.producers[name].last.get(origin, {})
+            owner = state.seen_by(origin, number)
+            if owner is not None:  # registered before (maybe under another producer name)
+                last = owner.last.get(origin, {})
+                self.store.commit(state, state.expire(now))
                 self._release(state, lease, now)
                 seg_id = last.get("segment")
                 live_seg = any(s.id == seg_id for s in state.segments)
@@ -174,6 +183,9 @@ class Stream:
                                   int(last.get("staged", 0)), replayed=True, keeps_staging=live_seg)
             table = self._read_staged(staging, failed)
             times = table["t"]
+            if manifest and int(manifest.get("good", 0)) and not len(times):
+                raise LakehouseError(f"{self.definition.name}: insert {number} of {name!r}: its staged rows "
+                                     f"({staging}) are gone; nothing was registered: run the same command again")
             data = {"path": staging, "failed": failed, "load_id": load_id, "origin": origin, "number": number}
             seg, _, below, events = state.insert(name, times, now, self.lease_us, self.lateness_us, origin, number,
                                                  segment_id=f"{state.insert_seq + 1:010d}", data=data)
@@ -263,11 +275,13 @@ class Stream:
         crashpoints.kill_later("stream_during_release", 0.3)
 
         def commit() -> tuple[int, int]:
-            spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", meta)
-            try:
-                return commit_live(spark, self.definition, self.paths, good, "", days, rel.rows, txn=(APP_ID, rel.seq))
-            finally:
-                spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+            with SESSION_CONF:
+                spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", meta)
+                try:
+                    return commit_live(spark, self.definition, self.paths, good, "", days, rel.rows,
+                                       txn=(APP_ID, rel.seq))
+                finally:
+                    spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
         (ins, upd), _ = with_retries(f"release {rel.seq} into {self.definition.name}/live", commit)
         self.released.releases += 1
@@ -318,6 +332,8 @@ class Stream:
         return cached
 
     def _cleanup(self, state: StreamState) -> None:
+        for sid in set(self._times) - {s.id for s in state.segments}:  # cleaned by another process
+            del self._times[sid]
         done = state.finished_segments()
         if not done:
             return

@@ -167,6 +167,10 @@ class StreamState:
 
     bound: int | None = None
     """B."""
+    floor: int | None = None
+    """The highest watermark the stream has shown at an operation: it never goes back, so
+    joining and returning producers start at max(B, floor), not below a completeness already
+    promised (and maybe sealed by archiving with ``clock: bound``)."""
     release_seq: int = 0
     """The last release committed (the Delta SetTransaction version of its live commit)."""
     insert_seq: int = 0
@@ -188,13 +192,20 @@ class StreamState:
     # -- the rules --------------------------------------------------------------------------------
 
     def expire(self, now: int) -> list[Event]:
-        """Producers whose lease ran out stop holding (one ``expiry`` event each)."""
+        """Producers whose lease ran out stop holding (one ``expiry`` event each); the floor
+        rises to the watermark as of ``now``."""
         events = []
         for p in self.producers.values():
             if p.attached and p.holding and p.lease_expires <= now:
                 p.holding = False
                 events.append(Event("expiry", p.lease_expires, p.name, p.bound))
+        self.floor = _max(self.floor, self.watermark(now))
         return events
+
+    @property
+    def top(self) -> int | None:
+        """max(B, floor): where joining and returning producers start, and lateness is measured."""
+        return _max(self.bound, self.floor)
 
     def _active(self, name: str, now: int, lease: int, what: str) -> tuple[Producer, list[Event]]:
         p = self.producers.get(name)
@@ -203,7 +214,7 @@ class StreamState:
         events = self.expire(now)
         if not p.holding:  # back after its lease expired: it starts at B, like a joining producer
             p.holding = True
-            p.bound = _max(p.bound, self.bound)
+            p.bound = _max(p.bound, self.top)
         p.lease_expires = now + lease
         return p, events
 
@@ -211,7 +222,7 @@ class StreamState:
         """P's own bound as its next operation sees it (at least B once its lease has expired)."""
         if p.holding and p.lease_expires > now:
             return p.bound
-        return _max(p.bound, self.bound)
+        return _max(p.bound, _max(self.bound, _max(self.floor, self.watermark(now))))
 
     def _check_bound(self, p: Producer, bound: int, now: int) -> None:
         own = self._own(p, now)
@@ -232,7 +243,7 @@ class StreamState:
             return events
         events = self.expire(now)
         old = p
-        p = Producer(name, bound=_max(self.bound, bound), lease_expires=now + lease, attached_at=now)
+        p = Producer(name, bound=_max(self.top, bound), lease_expires=now + lease, attached_at=now)
         if old is not None:  # a producer attaching again keeps its counts (not its bound)
             p.rejected, p.inserted, p.inserts, p.last = old.rejected, old.inserted, old.inserts, old.last
         self.producers[name] = p
@@ -273,13 +284,20 @@ class StreamState:
         if lateness is None:
             return None
         p = self.producers[name]
-        top = _max(self.bound, p.bound)
+        top = _max(self.top, p.bound)
         return None if top is None else top - lateness
 
     def seen(self, name: str, origin: str, number: int) -> bool:
-        """Whether insert ``number`` of ``origin`` was registered for producer ``name``."""
-        p = self.producers.get(name)
-        return p is not None and p.inserts.get(origin, 0) >= number
+        """Whether insert ``number`` of ``origin`` was registered (by any producer: a source
+        rerun under another producer name must not insert its batch twice)."""
+        return self.seen_by(origin, number) is not None
+
+    def seen_by(self, origin: str, number: int) -> Producer | None:
+        """The producer that registered insert ``number`` of ``origin``, if any did."""
+        for p in self.producers.values():
+            if p.inserts.get(origin, 0) >= number:
+                return p
+        return None
 
     def insert(self, name: str, times: Times, now: int, lease: int, lateness: int | None,
                origin: str = "", number: int = 0, segment_id: str | None = None,
@@ -322,7 +340,7 @@ class StreamState:
     def watermark(self, now: int) -> int | None:
         """R while some producer holds, else B."""
         held, r = self.release_point(now)
-        return r if held else self.bound
+        return r if held else self.top
 
     def complete(self, now: int) -> int | None:
         """The watermark as live shows it: ``watermark(now)``, but below any staged row it
@@ -348,8 +366,8 @@ class StreamState:
         top = self.bound
         rows = 0
         for seg in self.segments:
-            if seg.staged <= 0:
-                continue
+            if seg.staged <= 0 or (r is not None and seg.next_time is not None and seg.next_time > r):
+                continue  # nothing due: its rows are not even read
             times = times_of(seg)
             lo = 0 if seg.released_upto is None else bisect.bisect_right(times, seg.released_upto)
             hi = len(times) if r is None else bisect.bisect_right(times, r)
@@ -395,6 +413,7 @@ class StreamState:
         return {
             "format": 1,
             "bound": self.bound,
+            "floor": self.floor,
             "release_seq": self.release_seq,
             "insert_seq": self.insert_seq,
             "producers": [p.to_json() for p in self.producers.values()],
@@ -409,6 +428,7 @@ class StreamState:
         ps = [Producer.from_json(p) for p in d.get("producers", [])]
         return cls(
             bound=d.get("bound"),
+            floor=d.get("floor"),
             release_seq=int(d.get("release_seq", 0)),
             insert_seq=int(d.get("insert_seq", 0)),
             producers={p.name: p for p in ps},

@@ -34,12 +34,20 @@ UTC = dt.timezone.utc
 PRODUCER_NAME_MAX = 200
 
 
-def check_name(name: str) -> str:
-    """A producer name: 1-200 printable characters (it is shown, logged and stored as given)."""
+RESERVED = "load"
+"""The producer of ``lakehouse load`` (a one-shot producer): no other producer may take its name."""
+
+
+def check_name(name: str, reserved_ok: bool = False) -> str:
+    """A producer name: 1-200 printable characters (it is shown, logged and stored as given);
+    ``load`` is ``lakehouse load``'s own."""
     if not isinstance(name, str) or not name or len(name) > PRODUCER_NAME_MAX or not name.isprintable() \
             or name != name.strip():
         raise InputError(f"bad producer name {name!r}: expected 1-{PRODUCER_NAME_MAX} printable characters "
                          "without leading or trailing spaces")
+    if name == RESERVED and not reserved_ok:
+        raise InputError(f"producer name {name!r} is reserved for `lakehouse load` (a one-shot producer); "
+                         "choose another name")
     return name
 
 
@@ -113,6 +121,15 @@ class Producer:
                 shutil.rmtree(folder, ignore_errors=True)
 
     def _write(self, data: Any, inbox: str) -> list[str]:
+        import pyarrow as pa
+
+        try:
+            return self._write_files(data, inbox)
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise InputError(f"{self.definition.name}: producer {self.name!r}: cannot insert these rows: "
+                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+
+    def _write_files(self, data: Any, inbox: str) -> list[str]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 

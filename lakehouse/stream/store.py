@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from lakehouse.commit import Lease, LeaseHeld
@@ -34,6 +34,8 @@ class StreamStore:
 
     def __init__(self, paths: TablePaths) -> None:
         self.paths = paths
+        self.fence: Callable[[], None] | None = None
+        """Called before every save while the lease is held: raises once the lease is lost."""
         self.folder = join(paths.root, "_stream")
         self.state_path = join(self.folder, "state.json")
         self.events_path = join(self.folder, "events.jsonl")
@@ -55,6 +57,8 @@ class StreamStore:
             raise LakehouseError(f"{self.state_path}: corrupt stream state: {e!r}") from None
 
     def save(self, state: StreamState) -> None:
+        if self.fence is not None:
+            self.fence()
         write_json(self.state_path, state.to_json())
 
     def commit(self, state: StreamState, events: list[Event] | None = None) -> None:
@@ -67,13 +71,20 @@ class StreamStore:
 
     def flush(self, state: StreamState) -> None:
         """Append the state's unlogged events to the log (those it does not hold yet)."""
+        last = self._last_seq()
+        if last > state.event_seq:  # a state older than its log (restored): numbering goes on after it
+            state.event_seq = last
         if not state.unlogged:
             return
-        last = self._last_seq()
         new = [e for e in state.unlogged if int(e.get("seq", 0)) > last]
         if new:
             os.makedirs(self.folder, exist_ok=True)
-            with open(self.events_path, "a", encoding="utf-8") as f:
+            with open(self.events_path, "a+", encoding="utf-8") as f:
+                f.seek(0, os.SEEK_END)
+                if f.tell():  # a line cut short by a crash stays apart from the next event
+                    f.seek(f.tell() - 1)
+                    if f.read(1) != "\n":
+                        f.write("\n")
                 for e in new:
                     f.write(json.dumps(e, separators=(",", ":")) + "\n")
                 f.flush()
