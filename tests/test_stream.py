@@ -320,7 +320,12 @@ def test_cli_producer_and_stream(project: Project) -> None:
     assert r.returncode == 1 and r.stderr.startswith("error: ") and "below its own bound" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     r = cli(project, "producer", "clicks", "P9", "heartbeat", *now)
-    assert r.returncode == 1 and "not attached" in r.stderr
+    assert r.returncode == 1 and "not attached" in r.stderr and "clicks" in r.stderr
+    r = cli(project, "producer", "clicks", "P1", "insert", str(project.root / "data" / "missing.csv"), *now)
+    assert r.returncode == 1 and "no such file" in r.stderr
+    assert len([x for x in r.stderr.splitlines() if x.startswith("error: ")]) == 1
+    r = cli(project, "producer", "clicks", "load", "attach")
+    assert r.returncode == 1 and "reserved" in r.stderr
     r = cli(project, "producer", "clicks", "P1", "detach", *now)
     assert r.returncode == 0, r.stderr
     r = cli(project, "--format", "json", "stream", "clicks", *now)
@@ -332,4 +337,16 @@ def test_cli_producer_and_stream(project: Project) -> None:
     kinds = [e["kind"] for e in json.loads(r.stdout)]
     assert kinds[0] == "attach" and "detach" in kinds and "release" in kinds
     r = cli(project, "--format", "json", "rejects", "clicks")
-    assert [x["reason"] for x in json.loads(r.stdout)] == ["late_row"]
+    assert [x["reason"] for x in json.loads(r.stdout)][0] == "late_row"  # then the missing file
+
+
+def test_producer_names_and_bad_rows_are_one_line_errors(spark: Any, project: Project) -> None:
+    from lakehouse.errors import InputError
+    from lakehouse.stream.producer import check_name
+
+    for bad in ("", " x", "x ", "a\nb", "x" * 201, "load"):
+        with pytest.raises(InputError):
+            check_name(bad)
+    clicks(project)
+    with project.lh.table("clicks").producer("app") as p, pytest.raises(InputError, match="clicks: producer 'app'"):
+        p.insert([{"user_id": 1, "url": "/a", "at": "2026-11-20T10:00:00Z"}, {"user_id": "two", "url": 3}])
