@@ -28,19 +28,12 @@ from lakehouse.commit import read_lease
 from lakehouse.stream.engine import APP_ID
 from lakehouse.stream.model import StreamError
 from lakehouse.warehouse import scan, txn_version
+from tests.conftest import CLICKS as CLICKS_TABLE
 from tests.conftest import Project, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-CLICKS = """
-name: clicks
-columns:
-  - {name: user_id, type: long}
-  - {name: url, type: string, nullable: false}
-  - {name: at, type: timestamp, nullable: false}
-event_time: at
-stream: {allowed_lateness: 0, lease: 24h}
-"""
+CLICKS = CLICKS_TABLE + "stream: {allowed_lateness: 0, lease: 24h}\n"
 HEADER = ["user_id", "url", "at"]
 POINTS = ["ingest_after_take", "ingest_after_staging", "stream_after_insert", "stream_after_plan",
           "stream_during_release", "stream_after_live", "stream_after_state", "ingest_after_live",

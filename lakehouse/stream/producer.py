@@ -103,7 +103,11 @@ class Producer:
 
     def insert(self, data: Any, input_format: str | None = None) -> "LoadResult":
         """Insert rows: a list of dicts, an Arrow table or record batch, a pandas DataFrame, a
-        Spark DataFrame, or a file path (or list of them)."""
+        Spark DataFrame, or a file path (or list of them).
+
+        An exception does not always mean "not inserted": once the rows are staged they go into
+        live (the producer's next insert finishes an interrupted one first), so an application
+        that retries after an error should look at ``stream()`` or the table first."""
         if isinstance(data, (str, os.PathLike)):
             return self.insert_files([os.fspath(data)], input_format)
         if isinstance(data, list) and data and all(isinstance(x, (str, os.PathLike)) for x in data):
