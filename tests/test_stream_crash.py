@@ -9,6 +9,7 @@ release's event and the state that records it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -432,3 +433,105 @@ def test_a_kill_around_logging_a_release_logs_it_once(spark, tmp_path, monkeypat
     A.detach()
     events = check_events(p, via_cli=False)
     assert sum(e["rows"] for e in events if e["kind"] == "release") == len(A_ROWS)
+
+
+# -- 6. random interleavings with kills at random points -----------------------------------------
+
+KILL_POINTS = ("ingest_after_take", "ingest_after_staging", "stream_after_insert", "stream_after_plan",
+               "stream_after_live", "stream_after_state", "ingest_after_live", "ingest_after_rejects",
+               "ingest_after_state")
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_random_interleavings_with_kills_lose_and_double_nothing(spark, tmp_path, monkeypatch, seed):
+    """Three producers attach, insert files (some rows late, some bad), assert bounds and detach
+    in a random order; before most operations a kill is armed at a random point
+    (in this process: everything after it is skipped, the lease is let go, files stay as they
+    are), and the operation is run again as a user would. In the end every row is once in live or
+    rejected, nothing is staged, B is the latest live time and the log numbers every release once."""
+    import random
+
+    from lakehouse import crashpoints
+    from lakehouse.stream.producer import to_micros
+
+    rng = random.Random(seed)
+    p = Project(tmp_path / "proj").table(CLICKS).create("clicks")
+    clock = {"now": to_micros("2026-11-20T12:00:00Z")}
+    prods = {n: p.lh.table("clicks").producer(n, clock=lambda: clock["now"]) for n in ("A", "B", "C")}
+    armed: dict[str, str | None] = {"point": None}
+
+    def reached(point: str, pid: int | None = None) -> None:
+        if point == armed["point"]:
+            armed["point"] = None
+            raise Killed(point)
+
+    monkeypatch.setattr(crashpoints, "reached", reached)
+    attached: set[str] = set()
+    bounds = {n: 9 * 60 for n in prods}  # minutes after midnight
+    sent: set[Any] = set()
+    bad = 0
+    kills = 0
+    for step in range(24):
+        name = rng.choice(sorted(prods))
+        prod = prods[name]
+        if name not in attached:
+            op: tuple[Any, ...] = ("attach", ts(f"{bounds[name] // 60:02d}:{bounds[name] % 60:02d}"))
+        else:
+            op = rng.choice([("insert",), ("insert",), ("insert",), ("bound",), ("detach",)])
+        if op[0] == "insert":
+            rows = []
+            for k in range(rng.randint(1, 4)):
+                m = bounds[name] + rng.randint(-20, 15)  # some below the bounds: late under strict bounds
+                uid = step * 10 + k
+                rows.append((uid, f"{m // 60:02d}:{m % 60:02d}", "?"))
+                sent.add(uid)
+            if rng.random() < 0.2:
+                rows.append(("bad", "10:00", "bad"))
+                bad += 1
+            f = write(p, f"s{step}.csv", rows)
+            bounds[name] = max(bounds[name], max(int(t[:2]) * 60 + int(t[3:]) for _, t, _ in rows))
+        elif op[0] == "bound":  # at or above its own bound (which may have risen to the stream's floor)
+            at = dt.datetime.fromtimestamp(clock["now"] / 1e6, dt.timezone.utc)
+            own = {x["name"]: x["bound"] for x in p.lh.stream_status("clicks", at)["producers"]}[name]
+            bounds[name] = max(bounds[name], own.hour * 60 + own.minute) + rng.randint(0, 15)
+        points = KILL_POINTS if op[0] == "insert" else ("stream_after_plan", "stream_after_live", "stream_after_state")
+        armed["point"] = rng.choice(points) if rng.random() < 0.6 else None
+        for attempt in range(2):
+            try:
+                if op[0] == "attach":
+                    prod.attach(op[1])
+                elif op[0] == "insert":
+                    prod.insert_files([f])
+                elif op[0] == "bound":
+                    prod.bound(ts(f"{bounds[name] // 60:02d}:{bounds[name] % 60:02d}"))
+                else:
+                    prod.detach()
+                break
+            except Killed:
+                kills += 1
+                assert attempt == 0
+            except StreamError as e:  # the killed run had done it: attached, detached, bound asserted
+                assert attempt == 1 and ("not attached" in str(e) or "below its own bound" in str(e)), e
+                break
+        armed["point"] = None
+        if op[0] == "attach":
+            attached.add(name)
+        elif op[0] == "detach":
+            attached.discard(name)
+        clock["now"] += 1_000_000
+    for name in sorted(attached):
+        prods[name].detach()
+    assert kills >= 3, kills  # the seed must exercise kills
+    live = live_ids(p)
+    late = Counter(r["record"] for r in p.lh.rejects("clicks") if r["reason"] == "late_row")
+    assert all(n == 1 for n in live.values()), live
+    assert all(n == 1 for n in late.values()), late
+    late_ids = {json.loads(x)["user_id"] if x.startswith("{") else int(x.split(",")[0]) for x in late}
+    assert set(live) | late_ids == sent and not set(live) & late_ids
+    assert sum(1 for r in p.lh.rejects("clicks") if r["reason"] != "late_row") == bad
+    status = p.lh.stream_status("clicks")
+    assert status["staged"] == 0 and all(not x["attached"] for x in status["producers"])
+    times = [r["at"] for r in scan(p.lh.paths("clicks").live, "SELECT at FROM t").to_pylist()]
+    assert status["bound"] == max(times)
+    check_events(p, via_cli=False)
+    assert staging_left(p) == []
