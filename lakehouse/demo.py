@@ -371,7 +371,7 @@ def stream_demo(lh: Any, say: Any, day: dt.date) -> bool:
     now = t0 + dt.timedelta(hours=3)
     res = lh.archive("driver_pings", now=now, dry_run=True).plan
     say(f"   archive at {output.format_timestamp(now)[11:16]} (clock: bound): cutoff = min(now, watermark "
-        f"{output.format_timestamp(res.watermark)[11:19] if res.watermark else '-'}) - 1h = "
+        f"{output.format_timestamp(res.watermark)[11:19] if res.watermark else '-'} - {d.stream.allowed_lateness} lateness) - 1h = "
         f"{output.format_timestamp(_utc(res.cutoff))[11:19]}: {res.rows} rows would be sealed (now - 1h would seal them all)")
     at(14)
     eu.detach()

@@ -302,9 +302,11 @@ class ArchiveJob:
                                    archive.version, clock="bound", no_watermark=True,
                                    notes=["the table's watermark is undefined (no row released by a producer yet, "
                                           "or a producer holding it has no bound): nothing is sealed"])
-        if watermark is not None and d.stream.allowed_lateness is not None:  # rows may still come this far below it
-            watermark = watermark - dt.timedelta(milliseconds=d.stream.allowed_lateness.millis)
-        cutoff = new_cutoff(min(now, watermark) if watermark is not None else now, d.archive.delay)
+        clock = now
+        if watermark is not None:  # rows may still come as far below it as the allowed lateness
+            lateness = d.stream.allowed_lateness
+            clock = min(now, watermark - dt.timedelta(milliseconds=lateness.millis if lateness else 0))
+        cutoff = new_cutoff(clock, d.archive.delay)
         if cutoff < 0:
             raise LakehouseError(
                 f"archive {d.name}: the cutoff {cutoff} ({cutoff_time(cutoff).isoformat()}) is before "
