@@ -69,9 +69,6 @@ class Registered:
     """The segment staged (None: no row was taken)."""
     late_below: int | None
     late_by_file: dict[int, int] = field(default_factory=dict)
-    staged: int = 0
-    replayed: bool = False
-    """The insert was registered before (a crashed run's): nothing new was staged."""
     keeps_staging: bool = False
     """The stream now owns the staging folder (it removes it when all is released)."""
 
@@ -84,8 +81,6 @@ class Registered:
 class Released:
     """Totals of the releases one call committed."""
 
-    releases: int = 0
-    rows: int = 0
     inserted: int = 0
     updated: int = 0
 
@@ -180,7 +175,7 @@ class Stream:
                 seg_id = last.get("segment")
                 live_seg = any(s.id == seg_id for s in state.segments)
                 return Registered(seg_id, last.get("below"), {int(k): v for k, v in last.get("late", {}).items()},
-                                  int(last.get("staged", 0)), replayed=True, keeps_staging=live_seg)
+                                  keeps_staging=live_seg)
             table = self._read_staged(staging, failed)
             times = table["t"]
             if manifest and int(manifest.get("good", 0)) and not len(times):
@@ -198,13 +193,11 @@ class Stream:
                 self._times[seg.id] = np.sort(times if below is None else times[times >= below])
             state.producers[name].last[origin] = {  # what a replay of this insert must report
                 "number": number, "below": below, "late": {str(k): v for k, v in late_by_file.items()},
-                "segment": None if seg is None else seg.id, "staged": 0 if seg is None else seg.rows,
-                "manifest": manifest}
+                "segment": None if seg is None else seg.id, "manifest": manifest}
             self.store.commit(state, events)
             crashpoints.reached("stream_after_insert")
             self._release(state, lease, now)
-            return Registered(None if seg is None else seg.id, below, late_by_file, 0 if seg is None else seg.rows,
-                              keeps_staging=seg is not None)
+            return Registered(None if seg is None else seg.id, below, late_by_file, keeps_staging=seg is not None)
 
     def rejects_written(self, segment: str) -> None:
         """The insert's rejects are committed: its staging may go once its rows are released."""
@@ -284,8 +277,6 @@ class Stream:
                     spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
         (ins, upd), _ = with_retries(f"release {rel.seq} into {self.definition.name}/live", commit)
-        self.released.releases += 1
-        self.released.rows += rel.rows
         self.released.inserted += ins
         self.released.updated += upd
 
@@ -318,7 +309,7 @@ class Stream:
         t = ds.dataset(folder, format="parquet").to_table(columns=[et, FILE_COLUMN, KIND_COLUMN],
                                                           filter=ds.field(KIND_COLUMN) == GOOD)
         if failed:
-            t = t.filter(pc.invert(pc.is_in(t[FILE_COLUMN], value_set=_int_array(failed, t[FILE_COLUMN].type))))
+            t = t.filter(pc.invert(pc.is_in(t[FILE_COLUMN], value_set=pa.array(failed, t[FILE_COLUMN].type))))
         times = pc.cast(pc.cast(t[et], pa.timestamp("us", tz="UTC")), pa.int64())
         return {"t": times.to_numpy(zero_copy_only=False).astype(np.int64),
                 "f": t[FILE_COLUMN].to_numpy(zero_copy_only=False).astype(np.int64)}
@@ -343,11 +334,8 @@ class Stream:
             self._times.pop(s.id, None)
             remove_tree(s.data["path"])
 
-    # -- reading ----------------------------------------------------------------------------------
 
-    def status(self, now: int | None = None) -> dict[str, Any]:
-        """``lakehouse stream TABLE``: B, the watermark, what is staged, each producer."""
-        return describe(self.store, self.definition, self.paths, self.clock() if now is None else now)
+# -- reading (no lease, no Spark) -----------------------------------------------------------------
 
 
 def describe(store: StreamStore, definition: TableDefinition, paths: TablePaths, now: int) -> dict[str, Any]:
@@ -393,9 +381,3 @@ def watermarks(tables: list[Any], now: int | None = None) -> Any:
                         ("watermark", pa.timestamp("us", tz="UTC")), ("staged", pa.int64()),
                         ("producers_attached", pa.int32()), ("producers_holding", pa.int32())])
     return pa.Table.from_pylist(rows, schema=schema)
-
-
-def _int_array(values: list[int], typ: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.array(values, typ)

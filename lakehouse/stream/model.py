@@ -287,11 +287,6 @@ class StreamState:
         top = _max(self.top, p.bound)
         return None if top is None else top - lateness
 
-    def seen(self, name: str, origin: str, number: int) -> bool:
-        """Whether insert ``number`` of ``origin`` was registered (by any producer: a source
-        rerun under another producer name must not insert its batch twice)."""
-        return self.seen_by(origin, number) is not None
-
     def seen_by(self, origin: str, number: int) -> Producer | None:
         """The producer that registered insert ``number`` of ``origin``, if any did."""
         for p in self.producers.values():
