@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -282,6 +282,65 @@ class StreamSettings(_Strict):
         return d
 
 
+class JobsSettings(_Strict):
+    """The table's scheduled maintenance (the ``jobs:`` section); archiving runs every
+    ``archive.interval``. An interval of ``off`` turns a job off."""
+
+    compact_live: Duration | None = Duration.parse("1h")
+    """How often live's small files are bin-packed (Delta OPTIMIZE on partitions with more than
+    ``compact_min_files`` small files)."""
+    compact_archive: Duration | None = Duration.parse("1d")
+    """How often archive days are rewritten into files of ``target_file_size`` in their sorted
+    order (vector files stay valid)."""
+    vacuum: Duration | None = Duration.parse("1d")
+    """How often files no snapshot within ``retention`` reads are deleted."""
+    retention: Duration = Duration.parse("7d")
+    """How long removed files stay readable (time travel, long queries): recorded as the Delta
+    tables' ``delta.deletedFileRetentionDuration``; VACUUM keeps at least this much."""
+    target_file_size: int = 128 << 20
+    """Compaction writes files of about this size (bytes, or '128MB')."""
+    compact_min_files: int = 8
+    """A live partition is compacted when it has more than this many small files (smaller than
+    half the target size)."""
+
+    @field_validator("compact_live", "compact_archive", "vacuum", mode="before")
+    @classmethod
+    def _interval(cls, v: Any) -> Duration | None:
+        if v is None or v is False or v == "off":
+            return None
+        d = Duration.parse(v)
+        if d.millis < 1000:
+            raise ValueError(f"must be at least 1s, or 'off', got {v!r}")
+        return d
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _retention(cls, v: Any) -> Duration:
+        d = Duration.parse(v)
+        if d.millis < 1000:
+            raise ValueError(f"must be at least 1s, got {v!r}")
+        return d
+
+    @field_validator("target_file_size", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> int:
+        n = parse_size(v)
+        if n < 1024:
+            raise ValueError(f"must be at least 1KB, got {v!r}")
+        return n
+
+    @field_validator("compact_min_files", mode="before")
+    @classmethod
+    def _min_files(cls, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"must be a whole number >= 1, got {v!r}")
+        return v
+
+    def interval(self, job: str) -> Duration | None:
+        """The interval of a maintenance job by its name (None: off)."""
+        return cast(Duration | None, getattr(self, job))
+
+
 class TableDefinition(_Strict):
     """A fact table: columns, optional primary key, event time, archive settings."""
 
@@ -299,6 +358,8 @@ class TableDefinition(_Strict):
     """How ``lakehouse ingest`` takes files from landing directories."""
     stream: StreamSettings = Field(default_factory=StreamSettings)
     """Producers and rowtime bounds: allowed lateness and the producers' lease."""
+    jobs: JobsSettings = Field(default_factory=JobsSettings)
+    """Scheduled compaction and VACUUM (``lakehouse jobs``)."""
 
     @field_validator("name", mode="before")
     @classmethod
