@@ -648,6 +648,175 @@ def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: 
                   if plan.reencode_days else ""))
 
 
+@cli.command()
+@click.argument("table")
+@click.option("--day", default=None, help="Only this UTC day (YYYY-MM-DD).")
+@click.option("--dry-run", is_flag=True, help="Print which days would be compacted and why; change nothing.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def optimize(obj: Ctx, table: str, day: str | None, dry_run: bool, fmt: str | None) -> None:
+    """Compact a table: bin-pack live's small files; rewrite archive days into files of the target
+    size in their sorted order (vector files stay valid). Reports files and bytes before and after."""
+    from lakehouse.jobs.compact import human_bytes
+
+    p = obj.lakehouse.optimize(table, day=_parse_day(day) if day else None, dry_run=dry_run)
+    if obj.fmt(fmt) == "json":
+        _emit_json(p.as_dict())
+        return
+    if p.empty:
+        skipped = "; ".join(f"{d}: {w}" for d, w in p.archive.skipped.items())
+        click.echo(f"{table}: nothing to compact (target file size {human_bytes(p.target)})"
+                   + (f"; archive days skipped: {skipped}" if skipped else ""))
+        return
+    for part in (p.live, p.archive):
+        if not part.days:
+            continue
+        how = "bin-packed" if part.part == "live" else "rewritten in sorted order"
+        days = ", ".join(f"{d} ({w})" for d, w in part.days.items())
+        if dry_run:
+            click.echo(f"{table}/{part.part}: would compact {len(part.days)} day(s), {part.files_before} files, "
+                       f"{human_bytes(part.bytes_before)}, {part.rows} rows ({how}): {days}")
+            continue
+        click.echo(f"{table}/{part.part}: {len(part.days)} day(s) {how}: {part.files_before} -> {part.files_after} files, "
+                   f"{human_bytes(part.bytes_before)} -> {human_bytes(part.bytes_after or 0)}; whole table "
+                   f"{part.table_files_before} -> {part.table_files_after} files")
+    for d, w in p.archive.skipped.items():
+        click.echo(f"{table}/archive: skipped {d}: {w}")
+    if not dry_run and p.archive.days:
+        click.echo(f"{table}: vector files unchanged ({p.seconds:.1f}s)")
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--retain", default=None, help="Keep files a snapshot this recent reads (a duration such as 7d; "
+              "default: the table's delta.deletedFileRetentionDuration, from jobs.retention).")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@click.option("--force", is_flag=True, help="Accept a retention below the table's (old snapshots become unreadable).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def vacuum(obj: Ctx, table: str, retain: str | None, dry_run: bool, force: bool, fmt: str | None) -> None:
+    """Delete data files no snapshot within the retention reads (live, archive, rejects), orphaned
+    vector files and the staging of finished runs."""
+    from lakehouse.durations import Duration
+    from lakehouse.jobs.compact import human_bytes
+
+    try:
+        keep = Duration.parse(retain) if retain is not None else None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--retain") from None
+    v = obj.lakehouse.vacuum(table, retain=keep, dry_run=dry_run, force=force)
+    if obj.fmt(fmt) == "json":
+        _emit_json(v.as_dict())
+        return
+    doc = v.as_dict()
+    verb = "would delete" if dry_run else "deleted"
+    parts = ", ".join(f"{k} {n}" for k, n in doc["files"].items())
+    click.echo(f"{table}: {verb} {doc['removed_files']} files ({human_bytes(doc['removed_bytes'])}) older than "
+               f"{doc['retain']}: data files {parts}; {doc['vector_files']} vector files; "
+               f"{len(doc['staging'])} staging folders"
+               + (f"; sources busy, skipped: {', '.join(doc['busy_sources'])}" if doc["busy_sources"] else ""))
+
+
+@cli.group()
+def jobs() -> None:
+    """Scheduled archive, compaction and VACUUM jobs (run once, serve, history)."""
+
+
+def _outcome_line(o: dict[str, Any]) -> str:
+    head = f"{o['table']:<16} {o['job']:<16}"
+    if o["busy"]:
+        return f"{head} busy: {o['busy']}"
+    if o["ran"]:
+        r = o["result"] or {}
+        text = f"{head} {o['outcome']} ({o['attempts']} attempt{'s' if o['attempts'] != 1 else ''})"
+        if o["error"]:
+            return f"{text}: {o['error']}"
+        return f"{text}: " + ", ".join(f"{k} {v}" for k, v in r.items() if v not in (None, [], {}))
+    if o["plan"] is not None:
+        return f"{head} due: {o['why']}; would: " + ", ".join(
+            f"{k} {v}" for k, v in o["plan"].items() if v not in (None, [], {}, 0) and k in _PLAN_KEYS)
+    return f"{head} {'due' if o['due'] else 'not due'}: {o['why']}"
+
+
+_PLAN_KEYS = ("error", "cutoff", "previous_cutoff", "days", "rows", "files_before", "bytes_before", "files",
+              "vector_files", "staging", "removed_files", "removed_bytes", "notes")
+
+
+@jobs.command("run")
+@click.option("--table", default=None, help="Only this table.")
+@click.option("--now", default=None, help="The clock for this round (ISO 8601; replays and tests).")
+@click.option("--dry-run", is_flag=True, help="Print each job, why it is due or not, and what it would touch.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def jobs_run(obj: Ctx, table: str | None, now: str | None, dry_run: bool, fmt: str | None) -> None:
+    """Run once whatever is due, then exit (safe to call from cron every minute)."""
+    outcomes = [o.as_dict() for o in obj.lakehouse.jobs_run(table, now=_parse_now(now), dry_run=dry_run)]
+    if obj.fmt(fmt) == "json":
+        _emit_json(outcomes)
+    else:
+        for o in outcomes:
+            click.echo(_outcome_line(o))
+    if any(o["ran"] and o["outcome"] != "succeeded" for o in outcomes):
+        sys.exit(1)
+
+
+@jobs.command("serve")
+@click.option("--table", default=None, help="Only this table.")
+@click.option("--poll", default="30s", help="Look for due jobs at least this often (a duration; default 30s).")
+@click.pass_obj
+@handle_errors
+def jobs_serve(obj: Ctx, table: str | None, poll: str) -> None:
+    """Run jobs on time until SIGTERM or Ctrl-C (which finish the running job, then exit 0; a
+    second Ctrl-C aborts)."""
+    from lakehouse.durations import Duration
+    from lakehouse.jobs.runner import serve
+
+    try:
+        every = Duration.parse(poll).seconds
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--poll") from None
+
+    def show(outcomes: list[Any]) -> None:
+        for o in outcomes:
+            d = o.as_dict()
+            if d["ran"] or d["busy"]:
+                click.echo(_outcome_line(d), err=True)
+
+    sys.exit(serve(obj.lakehouse, poll=max(1.0, every), table=table, on_round=show))
+
+
+@jobs.command("history")
+@click.option("--table", default=None, help="Only this table.")
+@click.option("--job", "job", default=None, type=click.Choice(["archive", "compact_live", "compact_archive", "vacuum"]),
+              help="Only this job.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def jobs_history(obj: Ctx, table: str | None, job: str | None, fmt: str | None) -> None:
+    """Every job run: job, table, start, end, outcome, attempt, rows and files touched, bytes
+    before/after, error."""
+    from lakehouse.jobs.compact import human_bytes
+
+    runs = [r.as_dict() for r in obj.lakehouse.jobs_history(table) if job is None or r.job == job]
+    keys = ("run_id", "job", "table", "started", "ended", "seconds", "outcome", "attempt", "terminal", "rows",
+            "files_before", "files_after", "bytes_before", "bytes_after", "error", "trigger", "host", "pid", "detail")
+    if _emit_rows(obj.fmt(fmt), runs, keys):
+        return
+    if not runs:
+        click.echo("no job has run yet")
+        return
+    click.echo(f"{'started':<21} {'job':<16} {'table':<16} {'outcome':<10} {'try':>3} {'secs':>7} {'rows':>9} "
+               f"{'files':>11} {'bytes':>19}  error")
+    for r in runs:
+        click.echo(f"{output.format_timestamp(r['started'])[:20]:<21} {r['job']:<16} {r['table']:<16} {r['outcome']:<10} "
+                   f"{r['attempt']:>3} {r['seconds']:>7.1f} {r['rows']:>9} "
+                   f"{str(r['files_before']) + '->' + str(r['files_after']):>11} "
+                   f"{human_bytes(r['bytes_before']) + '->' + human_bytes(r['bytes_after']):>19}  {r['error'] or ''}")
+
+
 def _cutoff_dt(cutoff: int) -> Any:
     from lakehouse.archive.plan import cutoff_time
 

@@ -21,10 +21,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from lakehouse.errors import CommitConflict, LakehouseError
+from lakehouse.errors import CommitConflict, TransientError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from lakehouse.warehouse import TablePaths
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -115,11 +117,11 @@ LEASE_TTL_SECONDS = 120.0
 """How long a lease lasts without renewal (a crashed holder blocks others this long at most)."""
 
 
-class LeaseHeld(LakehouseError):
+class LeaseHeld(TransientError):
     """Another process holds the lease (names the holder and its expiry)."""
 
 
-class LeaseLost(LakehouseError):
+class LeaseLost(TransientError):
     """The lease expired and another process took it while this one was still running."""
 
 
@@ -219,7 +221,8 @@ class Lease:
             now = time.time()
             if cur is not None and not cur.free(now):
                 raise LeaseHeld(
-                    f"{self.what}: held by {cur.host} pid {cur.pid} (holder {cur.holder[:8]}) until "
+                    f"{self.what}: held by {cur.host} pid {cur.pid} (holder {cur.holder[:8]}"
+                    f"{', running ' + cur.purpose if cur.purpose else ''}) until "
                     f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(cur.expires))}; wait for it to finish "
                     f"(a crashed holder's lease expires by itself; lease files in {self.folder})")
             gen = 1 if cur is None else cur.generation + 1
@@ -300,3 +303,53 @@ class Lease:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+# -- the table's lease: one job per table at a time ----------------------------------------------
+
+def _flock_enabled() -> bool:
+    return os.environ.get("LAKEHOUSE_ARCHIVE_FLOCK", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def local_path(uri: str) -> str | None:
+    """The local filesystem path of a warehouse location, or None for an object store."""
+    from lakehouse.settings import is_local
+
+    if is_local(uri):
+        return uri
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    return None
+
+
+@contextlib.contextmanager
+def table_lease(paths: "TablePaths", purpose: str) -> Iterator[Lease | None]:
+    """One job per table at a time (archive, compaction, VACUUM): an OS lock on this host
+    (released even on SIGKILL; ``LAKEHOUSE_ARCHIVE_FLOCK=0`` turns it off) and the table's lease
+    in the warehouse (across hosts and where flock means nothing), renewed while the job lasts.
+    Raises ``LeaseHeld`` naming the holder and what it runs."""
+    import fcntl
+
+    local = local_path(paths.root)
+    if local is None:
+        log.warning("%s %s: the warehouse is not a local path; no lease (run one job per table)", purpose, paths.name)
+        yield None  # object stores: the scheduler runs one job per table; Delta's conflict checks back it up
+        return
+    state = os.path.join(local, "_state")
+    os.makedirs(state, exist_ok=True)
+    what = f"{purpose} {paths.name}: the table's lease"
+    with contextlib.ExitStack() as stack:
+        if _flock_enabled():
+            f = stack.enter_context(open(os.path.join(state, "table.lock"), "a+"))
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                cur = read_lease(os.path.join(state, "table.lease"))
+                doing = f" ({cur.purpose}, pid {cur.pid})" if cur is not None and cur.purpose else ""
+                raise LeaseHeld(f"{what}: another job on this host holds {state}/table.lock{doing}; "
+                                "wait for it") from None
+            stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
+        ttl = float(os.environ.get("LAKEHOUSE_ARCHIVE_LEASE_SECONDS", str(LEASE_TTL_SECONDS)))
+        lease = Lease(os.path.join(state, "table.lease"), what, ttl=ttl, purpose=purpose)
+        stack.enter_context(lease)
+        yield lease

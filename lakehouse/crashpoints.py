@@ -18,10 +18,24 @@ def armed() -> str | None:
     return os.environ.get(ENV) or None
 
 
+PAUSE_ENV = "LAKEHOUSE_PAUSE_AT"
+"""``<point>:<seconds>:<file>``: at ``point``, create ``file`` and sleep (tests signal a job in
+the middle of its work)."""
+
+
 def reached(point: str, pid: int | None = None) -> None:
-    """Kill the process (or ``pid``) if the crash point ``point`` is armed."""
+    """Kill the process (or ``pid``) if the crash point ``point`` is armed; pause there if a
+    pause is armed at it."""
     if os.environ.get(ENV) == point:
         os.kill(pid or os.getpid(), signal.SIGKILL)
+    pause = os.environ.get(PAUSE_ENV)
+    if pause and pause.split(":", 1)[0] == point:
+        import time
+
+        _, seconds, marker = pause.split(":", 2)
+        with open(marker, "a"):
+            pass
+        time.sleep(float(seconds))
 
 
 def kill_later(point: str, seconds: float) -> None:

@@ -37,5 +37,22 @@ class QueryError(LakehouseError):
     """A query failed to parse or run on an engine."""
 
 
-class CommitConflict(LakehouseError):
+class TransientError(LakehouseError):
+    """A failure a later attempt can get past: a Delta conflict, a lease held by another job.
+    Scheduled jobs retry these with bounded backoff; every other LakehouseError is terminal
+    (a bad definition, a failing check): reported once, not retried until something changes."""
+
+
+class CommitConflict(TransientError):
     """A Delta commit kept conflicting with concurrent writers after all retries."""
+
+
+def is_transient(e: BaseException) -> bool:
+    """Whether a job that failed with ``e`` may succeed when simply tried again."""
+    if isinstance(e, TransientError):
+        return True
+    if isinstance(e, LakehouseError):
+        return False
+    from lakehouse.commit import is_conflict
+
+    return is_conflict(e) or isinstance(e, (OSError, TimeoutError))

@@ -146,6 +146,45 @@ class Lakehouse:
         return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run,
                            allow_future=allow_future)
 
+    # -- maintenance ----------------------------------------------------------------------
+
+    def optimize(self, table: str, day: Any = None, dry_run: bool = False) -> Any:
+        """Compact live's small files and rewrite archive days into files of the target size in
+        their sorted order (vector files stay valid); a CompactPlan with files and bytes before
+        and after."""
+        from lakehouse.jobs.compact import run_optimize
+
+        return run_optimize(self.spark, self.settings.warehouse, self.definition(table), day=day, dry_run=dry_run)
+
+    def vacuum(self, table: str, retain: Any = None, dry_run: bool = False, force: bool = False) -> Any:
+        """Delete files no snapshot within the retention reads (live, archive, rejects), orphaned
+        vector files and finished staging; a VacuumPlan of what was (or would be) removed."""
+        from lakehouse.durations import Duration
+        from lakehouse.jobs.vacuum import run_vacuum
+
+        if retain is not None and not isinstance(retain, Duration):
+            retain = Duration.parse(retain)
+        return run_vacuum(self.spark, self.settings.warehouse, self.definition(table), retain=retain,
+                          dry_run=dry_run, force=force)
+
+    def jobs_run(self, table: str | None = None, now: Any = None, dry_run: bool = False) -> list[Any]:
+        """One round of scheduled jobs (archive, compaction, VACUUM): run what is due."""
+        from lakehouse.jobs.runner import Runner
+
+        if isinstance(now, str):
+            from lakehouse.records import parse_timestamp
+
+            now = parse_timestamp(now)
+        return Runner(self, now=now).run_once(table, dry_run=dry_run)
+
+    def jobs_history(self, table: str | None = None) -> list[Any]:
+        """Every recorded job attempt, oldest first."""
+        from lakehouse.jobs.history import History
+
+        if table is not None:
+            self.definition(table)
+        return History(self.settings.warehouse).runs(table)
+
     def vectors(self, table: str, day: Any, column: str) -> Any:
         from lakehouse.archive.reader import read_day
 

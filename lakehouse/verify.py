@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 
 from lakehouse.archive import rle
 from lakehouse.archive.state import read_snapshot
+from lakehouse.archive.vectors import batch_order, list_files
 from lakehouse.archive.vectors import current as vectors_current
-from lakehouse.archive.vectors import list_files
 from lakehouse.archive.vectors import read as read_vector
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.query import TableSource
@@ -197,36 +197,20 @@ class Verifier:
         return self._vstate
 
     def _sorted_checks(self) -> list[Check]:
-        from lakehouse.query import duckdb as duck
-
         files, _ = self._day_files()
         _, stale = self._vector_state()
-        con = duck.connect()
-        bad_days, multi = [], []
+        bad: list[str] = []
         for day, paths in sorted(files.items()):
-            if len(paths) > 1:
-                multi.append(day)
             if day in stale and stale[day] != "no vector files":
                 continue  # sorted under the old settings until re-encoded
-            for path in paths:
-                have = set(pq.read_schema(path).names)  # columns added later are null in old files
-                order = [c for c in self.d.sort_order if c in self.d.column_names and c in have]
-                cur = ", ".join(f'{duck._ident(c)} AS cur_{i}' for i, c in enumerate(order))
-                prev = ", ".join(
-                    f'lag({duck._ident(c)}) OVER (ORDER BY file_row_number) AS prev_{i}' for i, c in enumerate(order))
-                cond = _nulls_first_violation(order, "cur", "prev")
-                sql = (f"SELECT count(*) FROM (SELECT file_row_number, {cur}, {prev} FROM "
-                       f"read_parquet('{duck._lit(path)}', file_row_number = true)) WHERE file_row_number > 0 AND ({cond})")
-                if con.execute(sql).fetchone()[0]:
-                    bad_days.append(day)
-                    break
+            problem = unsorted_day(self.d, paths)
+            if problem:
+                bad.append(f"day {day}: {problem}")
         order_all = [c for c in self.d.sort_order if c in self.d.column_names]
-        checks = [Check(self.d.name, "archive days sorted", not bad_days,
-                        f"day {bad_days[0]} is not sorted by {', '.join(order_all)}" if bad_days else _skipped(stale),
-                        {"days": len(files)})]
-        checks.append(Check(self.d.name, "one batch per archive day", not multi,
-                            f"day {multi[0]} is split over several files" if multi else "", {"days": len(files)}))
-        return checks
+        detail = (bad[0] + f" (sorted by {', '.join(order_all)} expected"
+                  + (f"; and {len(bad) - 1} more days)" if len(bad) > 1 else ")")) if bad else _skipped(stale)
+        return [Check(self.d.name, "archive days sorted", not bad, detail,
+                      {"days": len(files), "files": sum(len(v) for v in files.values())})]
 
     def _vector_checks(self) -> list[Check]:
         from lakehouse.archive.reader import current_encoding
@@ -244,7 +228,7 @@ class Verifier:
             if day in stale:
                 continue  # written under other settings: skipped (reason in the detail)
             parts = []
-            for p in sorted(paths):
+            for p in batch_order(paths):
                 t = pq.read_table(p, columns=[c for c in wanted if c in pq.read_schema(p).names])
                 for c in wanted:  # a column added after the file was written is null in it
                     if c not in t.column_names:
@@ -281,6 +265,37 @@ class Verifier:
         detail = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else _skipped(stale)
         return [Check(d.name, "vector files decode to their day", not problems, detail,
                       {"files": checked, "skipped_days": len(stale)})]
+
+
+def unsorted_day(d: TableDefinition, paths: list[str]) -> str:
+    """Why the files of an archive day, read in batch order (``vectors.batch_order``), are not
+    one batch sorted by the archive's order; "" when they are."""
+    from lakehouse.query import duckdb as duck
+
+    paths = batch_order(paths)
+    if not paths:
+        return ""
+    have = set(pq.read_schema(paths[0]).names)  # columns added later are null in old files
+    for p in paths[1:]:
+        have &= set(pq.read_schema(p).names)
+    order = [c for c in d.sort_order if c in d.column_names and c in have]
+    if not order:
+        return ""
+    files = ", ".join(f"'{duck._lit(p)}'" for p in paths)
+    rank = "CASE filename " + " ".join(f"WHEN '{duck._lit(p)}' THEN {i}" for i, p in enumerate(paths)) + " END"
+    cur = ", ".join(f"{duck._ident(c)} AS cur_{i}" for i, c in enumerate(order))
+    prev = ", ".join(f"lag({duck._ident(c)}) OVER (ORDER BY {rank}, file_row_number) AS prev_{i}"
+                     for i, c in enumerate(order))
+    cond = _nulls_first_violation(order, "cur", "prev")
+    sql = (f"SELECT {rank} AS f, file_row_number FROM (SELECT filename, file_row_number, {cur}, {prev} FROM "
+           f"read_parquet([{files}], filename = true, file_row_number = true, union_by_name = true)) "
+           f"WHERE NOT ({rank} = 0 AND file_row_number = 0) AND ({cond}) LIMIT 1")
+    row = duck.connect().execute(sql).fetchone()
+    if row is None:
+        return ""
+    where = f"{paths[int(row[0])].rsplit('/', 1)[-1]} row {int(row[1])}"
+    return f"not sorted at {where}" + (" (the first row of a file sorts before the last row of the one before)"
+                                       if int(row[1]) == 0 else "")
 
 
 def _skipped(stale: dict[dt.date, str]) -> str:

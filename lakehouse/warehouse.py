@@ -8,6 +8,7 @@ Layout (fixed by the contract so that any engine can read it)::
     <warehouse>/<table>/rejects/     Delta: rejected rows and files with reasons
     <warehouse>/<table>/_staging/    parsed input waiting for its commit (transient)
     <warehouse>/_lakehouse/migrations/   Delta: applied migrations with checksums
+    <warehouse>/_lakehouse/jobs/         Delta: the jobs history (every attempt of every job)
 """
 
 from __future__ import annotations

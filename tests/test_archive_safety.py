@@ -485,7 +485,7 @@ def test_two_runs_at_once_without_flock_never_lose_or_double_a_row(project, spar
             "st": sum(r[2] for r in final.values()),
         }
     ]
-    lock = os.path.join(p.lh.paths("trips").root, "_state", "archive.lock")
+    lock = os.path.join(p.lh.paths("trips").root, "_state", "table.lock")
     procs = [_archive_proc(p.root, "2026-11-21T00:00:00Z")]
     deadline = time.monotonic() + 120
     while not os.path.exists(lock) and time.monotonic() < deadline and procs[0].poll() is None:

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -56,11 +55,10 @@ from lakehouse.archive.plan import (
     staged_problems,
 )
 from lakehouse.archive.state import CUTOFF_APP_ID, read_status, spark_snapshot, write_status
-from lakehouse.commit import Lease, with_retries
+from lakehouse.commit import Lease, table_lease, with_retries
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, LakehouseError
 from lakehouse.live import check_loadable
-from lakehouse.settings import is_local
 from lakehouse.warehouse import TablePaths, join, remove_tree
 
 if TYPE_CHECKING:
@@ -103,59 +101,6 @@ class ArchiveResult:
             "removed_vector_files": self.removed_vector_files,
             "seconds": round(self.seconds, 3),
         }
-
-
-def _flock_enabled() -> bool:
-    return os.environ.get("LAKEHOUSE_ARCHIVE_FLOCK", "1").strip().lower() not in (
-        "0",
-        "false",
-        "no",
-        "off",
-    )
-
-
-def _local_path(uri: str) -> str | None:
-    if is_local(uri):
-        return uri
-    if uri.startswith("file://"):
-        return uri[len("file://") :]
-    return None
-
-
-@contextlib.contextmanager
-def run_lock(paths: TablePaths) -> Iterator[Lease | None]:
-    """One archiving run per table at a time: an OS lock on this host (released even on SIGKILL;
-    ``LAKEHOUSE_ARCHIVE_FLOCK=0`` turns it off) and the table's lease in the warehouse (across
-    hosts and where flock means nothing), renewed while the run lasts."""
-    local = _local_path(paths.root)
-    if local is None:
-        log.warning(
-            "archive %s: the warehouse is not a local path; no lease (run one archiving job per table)",
-            paths.name,
-        )
-        yield None  # object stores: the scheduler runs one job per table; Delta's txn check backs it up
-        return
-    state = os.path.join(local, "_state")
-    os.makedirs(state, exist_ok=True)
-    with contextlib.ExitStack() as stack:
-        if _flock_enabled():
-            f = stack.enter_context(open(os.path.join(state, "archive.lock"), "a+"))
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise LakehouseError(
-                    f"archive {paths.name}: another archiving run holds {state}/archive.lock; wait for it"
-                ) from None
-            stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
-        ttl = float(os.environ.get("LAKEHOUSE_ARCHIVE_LEASE_SECONDS", "120"))
-        lease = Lease(
-            os.path.join(state, "archive.lease"),
-            f"archive {paths.name}: the archive lease",
-            ttl=ttl,
-            purpose="archive",
-        )
-        stack.enter_context(lease)
-        yield lease
 
 
 def _order(definition: TableDefinition) -> list["Column"]:
@@ -722,10 +667,12 @@ def run_archive(
     now: dt.datetime | None = None,
     dry_run: bool = False,
     allow_future: bool = False,
+    lease: Lease | None = None,
 ) -> ArchiveResult:
     """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one.
 
-    ``now`` more than a minute ahead of the wall clock is refused unless ``allow_future``."""
+    ``now`` more than a minute ahead of the wall clock is refused unless ``allow_future``. Runs
+    under the table's lease: taken here, or ``lease`` when the caller (the jobs runner) holds it."""
     if now is not None and not dry_run:
         check_now(definition.name, now, allow_future=allow_future)
     spark = spark_factory()
@@ -738,8 +685,8 @@ def run_archive(
 
         t = micros(min(now, dt.datetime.now(dt.timezone.utc)))  # a --now ahead expires no lease
         Stream(spark_factory, definition, job.paths, clock=lambda: t).tick()
-    with run_lock(job.paths) as lease:
-        job.lease = lease
+    with contextlib.nullcontext(lease) if lease is not None else table_lease(job.paths, "archive") as held:
+        job.lease = held
         try:
             recovered, removed = job.recover()
             plan = job.plan(now)

@@ -26,6 +26,21 @@ NAME = re.compile(r"([0-9]{8})-(-?[1-9][0-9]*|0)")
 whole epoch seconds, negative before 1970 (``19691231--3600``), without leading zeros."""
 
 
+_PART = re.compile(r"part-([0-9]+)-.*?\.c([0-9]+)(?:\.[^/]*)?$")
+
+
+def batch_order(paths: Iterable[str]) -> list[str]:
+    """The files of an archive day in the order of the day's batch (what record ``i`` of a vector
+    file refers to): a day is written by one Spark task, whose files Spark numbers ``.c000``,
+    ``.c001``, ... in the order it writes them (Delta gives each file its own uuid, so names do
+    not sort that way); then by task and path for anything else."""
+    def key(p: str) -> tuple[int, int, str]:
+        m = _PART.search(p.rsplit("/", 1)[-1])
+        return (int(m.group(1)), int(m.group(2)), p) if m else (1 << 62, 0, p)
+
+    return sorted(paths, key=key)
+
+
 def day_digits(day: dt.date) -> str:
     """``YYYYMMDD``, zero-padded for every year (``%Y`` does not pad years below 1000)."""
     return f"{day.year:04d}{day.month:02d}{day.day:02d}"

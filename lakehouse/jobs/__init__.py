@@ -1,0 +1,1 @@
+"""Operations: compaction, VACUUM and the scheduler that runs them (with archiving) per table."""

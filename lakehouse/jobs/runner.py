@@ -1,0 +1,334 @@
+"""Running what is due: ``lakehouse jobs run`` (once, for cron or an orchestrator) and
+``lakehouse jobs serve`` (a long-running scheduler).
+
+A round, per table (in name order): decide from the history which jobs are due (archive every
+``archive.interval``; compact_live, compact_archive and vacuum every ``jobs.<name>``); if any,
+take the table's lease (waiting a bounded time for another job to finish), decide again under
+the lease (an overlapping call may have just run them: a job never runs twice for one slot),
+then run the due jobs in order, each attempt recorded in the history. Transient failures are
+retried at once with backoff (a few attempts), then again in a later round after a longer
+backoff; terminal ones are recorded once and wait for the definition or the data to change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.commit import Lease, LeaseHeld, table_lease
+from lakehouse.errors import LakehouseError, is_transient
+from lakehouse.jobs.history import History, Run
+from lakehouse.jobs.schedule import JOBS, Decision, decide
+
+if TYPE_CHECKING:
+    from lakehouse.definitions import TableDefinition
+    from lakehouse.project import Lakehouse
+
+log = logging.getLogger(__name__)
+UTC = dt.timezone.utc
+ATTEMPTS = 3
+"""Attempts of a job within one round when it fails transiently."""
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass
+class Outcome:
+    """What a round did with one job of one table."""
+
+    decision: Decision
+    ran: bool = False
+    runs: list[Run] = field(default_factory=list)
+    busy: str | None = None
+    """Why the job was due but not run (the table's lease held by another job)."""
+    plan: dict[str, Any] | None = None
+    """With ``--dry-run``: what the job would touch."""
+
+    def as_dict(self) -> dict[str, Any]:
+        last = self.runs[-1] if self.runs else None
+        return {
+            **self.decision.as_dict(),
+            "ran": self.ran,
+            "outcome": last.outcome if last else None,
+            "attempts": len(self.runs),
+            "error": last.error if last else None,
+            "busy": self.busy,
+            "plan": self.plan,
+            "result": last.detail if last else None,
+        }
+
+
+class Clock:
+    """The runner's clock: the wall clock, or an injected ``now`` advancing with real time."""
+
+    def __init__(self, now: dt.datetime | None = None) -> None:
+        self.start = now
+        self.mono = time.monotonic()
+
+    def __call__(self) -> dt.datetime:
+        if self.start is None:
+            return dt.datetime.now(UTC)
+        return self.start + dt.timedelta(seconds=time.monotonic() - self.mono)
+
+    @property
+    def injected(self) -> bool:
+        return self.start is not None
+
+
+class Runner:
+    def __init__(self, lh: "Lakehouse", trigger: str = "run", now: dt.datetime | None = None,
+                 attempts: int = ATTEMPTS, stop: Callable[[], bool] | None = None) -> None:
+        self.lh = lh
+        self.trigger = trigger
+        self.clock = Clock(now)
+        self.attempts = max(1, attempts)
+        self.history = History(lh.settings.warehouse)
+        self.stop = stop or (lambda: False)
+        self.backoff = _env_float("LAKEHOUSE_JOBS_BACKOFF_SECONDS", 5.0)
+        """The pause before the second attempt within a round (doubling after)."""
+        self.lease_wait = _env_float("LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS", 60.0)
+        """How long a round waits for another job to free a table's lease."""
+        self.retry_backoff = dt.timedelta(seconds=_env_float("LAKEHOUSE_JOBS_RETRY_SECONDS", 60.0))
+        """The wait after a failed run before a later round tries again (doubling)."""
+
+    # -- deciding -----------------------------------------------------------------------------
+
+    def fingerprint(self, d: "TableDefinition") -> str:
+        from lakehouse.archive.state import read_snapshot
+
+        paths = self.lh.paths(d.name)
+        versions = [getattr(read_snapshot(p), "version", None) for p in (paths.live, paths.archive)]
+        return hashlib.sha256(f"{d.model_dump_json()}|{versions}".encode()).hexdigest()[:16]
+
+    def decisions(self, table: str | None = None) -> list[Decision]:
+        runs = self.history.runs(table)
+        now = self.clock()
+        out: list[Decision] = []
+        for d in self._tables(table):
+            fp = self.fingerprint(d)
+            for job in JOBS:
+                out.append(decide(job, d.name, interval(d, job), runs, now, fp, self.retry_backoff))
+        return out
+
+    def _tables(self, table: str | None) -> list["TableDefinition"]:
+        from lakehouse.warehouse import delta_exists
+
+        if table is not None:
+            return [self.lh.definition(table)]
+        defs = self.lh.definitions()
+        return [d for _, d in sorted(defs.items()) if delta_exists(self.lh.paths(d.name).live)]
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run_once(self, table: str | None = None, dry_run: bool = False) -> list[Outcome]:
+        """One round over every table (or one): run what is due; the outcome of every job."""
+        out: list[Outcome] = []
+        for d in self._tables(table):
+            if self.stop():
+                break
+            out += self._table_round(d, dry_run)
+        return out
+
+    def _decide_table(self, d: "TableDefinition") -> list[Decision]:
+        runs = self.history.runs(d.name)
+        fp = self.fingerprint(d)
+        now = self.clock()
+        return [decide(job, d.name, interval(d, job), runs, now, fp, self.retry_backoff) for job in JOBS]
+
+    def _table_round(self, d: "TableDefinition", dry_run: bool) -> list[Outcome]:
+        decisions = self._decide_table(d)
+        if not any(x.due for x in decisions):
+            return [Outcome(x) for x in decisions]
+        if dry_run:
+            return [Outcome(x, plan=self._plan(d, x.job) if x.due else None) for x in decisions]
+        with contextlib.ExitStack() as stack:
+            try:
+                lease = stack.enter_context(self._lease(self.lh.paths(d.name)))
+            except LeaseHeld as e:
+                return [Outcome(x, busy=str(e) if x.due else None) for x in decisions]
+            decisions = self._decide_table(d)  # again, under the lease: an overlapping round may have run them
+            out = []
+            for x in decisions:
+                if not x.due or self.stop():
+                    out.append(Outcome(x))
+                    continue
+                out.append(self._run_job(d, x, lease))
+            return out
+
+    @contextlib.contextmanager
+    def _lease(self, paths: Any) -> Iterator[Lease | None]:
+        """The table's lease, waiting (with backoff) up to ``lease_wait`` for another job."""
+        deadline = time.monotonic() + self.lease_wait
+        pause = 0.5
+        while True:
+            with contextlib.ExitStack() as stack:
+                try:
+                    lease = stack.enter_context(table_lease(paths, f"jobs {self.trigger}"))
+                except LeaseHeld:
+                    if time.monotonic() + pause > deadline or self.stop():
+                        raise
+                    log.info("%s: the table's lease is held by another job; waiting %.1fs", paths.name, pause)
+                    time.sleep(pause)
+                    pause = min(pause * 2, 10.0)
+                    continue
+                yield lease
+                return
+
+    def _run_job(self, d: "TableDefinition", x: Decision, lease: Lease | None) -> Outcome:
+        outcome = Outcome(x, ran=True)
+        run_id = uuid.uuid4().hex[:12]
+        for attempt in range(1, self.attempts + 1):
+            started = self.clock()
+            fp = self.fingerprint(d)
+            try:
+                detail, counts = self._execute(d, x.job, lease)
+            except Exception as e:  # noqa: BLE001 - recorded, then retried or reported
+                transient = is_transient(e)
+                final = not transient or attempt == self.attempts
+                message = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                if not isinstance(e, LakehouseError):
+                    message = f"{type(e).__name__}: {message}"
+                run = Run(run_id, x.job, d.name, started, self.clock(), "failed" if final else "retrying", attempt,
+                          terminal=not transient, error=message[:2000], fingerprint=fp, trigger=self.trigger)
+                self.history.record(run)
+                outcome.runs.append(run)
+                log.warning("%s %s: attempt %d failed%s: %s", x.job, d.name, attempt,
+                            "" if transient else " (terminal)", message)
+                if final or self.stop():
+                    return outcome
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+                continue
+            run = Run(run_id, x.job, d.name, started, self.clock(), "succeeded", attempt, fingerprint=fp,
+                      trigger=self.trigger, detail=detail, rows=counts.get("rows", 0),
+                      files_before=counts.get("files_before", 0), files_after=counts.get("files_after", 0),
+                      bytes_before=counts.get("bytes_before", 0), bytes_after=counts.get("bytes_after", 0))
+            self.history.record(run)
+            outcome.runs.append(run)
+            return outcome
+        return outcome
+
+    def _execute(self, d: "TableDefinition", job: str, lease: Lease | None) -> tuple[dict[str, Any], dict[str, int]]:
+        """Run one job under the held lease: (detail for the history, counts)."""
+        wh = self.lh.settings.warehouse
+        if job == "archive":
+            from lakehouse.archive.job import run_archive
+            from lakehouse.jobs.files import layout
+
+            paths = self.lh.paths(d.name)
+            f0, b0, _ = layout(paths.archive).totals()
+            r = run_archive(self.lh.spark, wh, d, now=self.clock() if self.clock.injected else None, lease=lease,
+                            allow_future=False)
+            f1, b1, _ = layout(paths.archive).totals()
+            doc = r.as_dict()
+            return ({k: doc[k] for k in ("cutoff", "previous_cutoff", "days", "rows_purged", "committed")},
+                    {"rows": r.rows_archived, "files_before": f0, "files_after": f1, "bytes_before": b0,
+                     "bytes_after": b1})
+        if job in ("compact_live", "compact_archive"):
+            from lakehouse.jobs.compact import run_optimize
+
+            part = job.split("_", 1)[1]
+            p = run_optimize(self.lh.spark, wh, d, parts=(part,), lease=lease)
+            pp = getattr(p, part)
+            return ({"days": [k.isoformat() for k in pp.days], "table_files_before": pp.table_files_before,
+                     "table_files_after": pp.table_files_after if pp.days else pp.table_files_before},
+                    p.touched())
+        if job == "vacuum":
+            from lakehouse.jobs.vacuum import run_vacuum
+
+            paths = self.lh.paths(d.name)
+            f0, b0 = _disk(paths.root)
+            v = run_vacuum(self.lh.spark, wh, d, lease=lease)
+            f1, b1 = _disk(paths.root)
+            doc = v.as_dict()
+            return ({k: doc[k] for k in ("retain", "files", "vector_files", "staging", "removed_files",
+                                         "removed_bytes")},
+                    {"rows": 0, "files_before": f0, "files_after": f1, "bytes_before": b0, "bytes_after": b1})
+        raise LakehouseError(f"unknown job {job!r}")
+
+    def _plan(self, d: "TableDefinition", job: str) -> dict[str, Any]:
+        """What a due job would touch (``--dry-run``)."""
+        wh = self.lh.settings.warehouse
+        try:
+            if job == "archive":
+                from lakehouse.archive.job import run_archive
+
+                return dict(run_archive(self.lh.spark, wh, d, now=self.clock(), dry_run=True).plan.as_dict())
+            if job in ("compact_live", "compact_archive"):
+                from lakehouse.jobs.compact import run_optimize
+
+                part = job.split("_", 1)[1]
+                return dict(getattr(run_optimize(self.lh.spark, wh, d, parts=(part,), dry_run=True), part).as_dict())
+            if job == "vacuum":
+                from lakehouse.jobs.vacuum import run_vacuum
+
+                return run_vacuum(self.lh.spark, wh, d, dry_run=True).as_dict()
+        except LakehouseError as e:
+            return {"error": str(e)}
+        return {}
+
+    # -- serving -----------------------------------------------------------------------------
+
+    def next_wake(self, poll: float) -> float:
+        """Seconds until the next job is due (at most ``poll``; at least a second)."""
+        now = self.clock()
+        waits = [(x.next_due - now).total_seconds() for x in self.decisions() if x.next_due is not None]
+        return max(1.0, min([poll, *waits]))
+
+
+def interval(d: "TableDefinition", job: str) -> Any:
+    return d.archive.interval if job == "archive" else d.jobs.interval(job)
+
+
+def _disk(root: str) -> tuple[int, int]:
+    files = size = 0
+    for folder, _, names in os.walk(root):
+        for n in names:
+            with contextlib.suppress(OSError):
+                size += os.path.getsize(os.path.join(folder, n))
+                files += 1
+    return files, size
+
+
+def serve(lh: "Lakehouse", poll: float = 30.0, table: str | None = None,
+          on_round: Callable[[list[Outcome]], None] | None = None) -> int:
+    """Run rounds on time until SIGTERM or Ctrl-C: the first finishes the running job and returns
+    0; a second aborts at once (the job is recoverable as always)."""
+    stopping = threading.Event()
+    lh.spark()  # start Spark first: it installs its own SIGINT handler, which ours replaces
+
+    def handler(signum: int, frame: Any) -> None:
+        if stopping.is_set():
+            raise KeyboardInterrupt
+        stopping.set()
+        log.warning("jobs serve: %s received; finishing the running job, then exiting (again to abort)",
+                    signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        runner = Runner(lh, trigger="serve", stop=stopping.is_set)
+        while not stopping.is_set():
+            outcomes = runner.run_once(table)
+            if on_round is not None:
+                on_round(outcomes)
+            if stopping.is_set():
+                break
+            stopping.wait(runner.next_wake(poll))
+        return 0
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -1,0 +1,289 @@
+"""VACUUM and retention (``lakehouse vacuum``, the vacuum job).
+
+Deletes what no reader within the retention can need:
+- data files of live, archive and rejects that no snapshot newer than the retention references
+  (Delta's VACUUM; also untracked files, e.g. of a rewrite killed before its commit);
+- orphaned vector files: written by a run that never committed, or superseded by a later run
+  (the current file of each day and column is kept), and temporary leftovers;
+- staging of finished runs: archive staging (no run holds the table's lease meanwhile) and
+  ingest/load staging of batches their source has finished (taken under that source's lock;
+  a source busy right now is skipped) and no stream segment still needs.
+
+The retention defaults to the tables' ``delta.deletedFileRetentionDuration`` (``jobs.retention``
+in the table's YAML, 7 days). A shorter one is refused, as Delta's own check does, and so is one
+shorter than the longest job in the jobs history (it may still be reading an old snapshot),
+unless forced. Time travel (``query --as-of``) keeps working within the retention.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.commit import SESSION_CONF, Lease, table_lease
+from lakehouse.definitions import TableDefinition
+from lakehouse.durations import Duration
+from lakehouse.errors import LakehouseError
+from lakehouse.warehouse import TablePaths, delta_exists, join
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PARTS = ("live", "archive", "rejects")
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*(millisecond|second|minute|hour|day|week)s?\s*$",
+                       re.IGNORECASE)
+_UNIT_S = {"millisecond": 0.001, "second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+DELTA_DEFAULT_RETENTION = 7 * 86400.0
+
+
+def parse_interval(text: str | None) -> float | None:
+    """Seconds of a Delta interval property such as ``interval 7 days`` (None when absent or in a
+    form this does not read)."""
+    if not text:
+        return None
+    m = _INTERVAL.match(text)
+    if not m:
+        return None
+    return float(m.group(1)) * _UNIT_S[m.group(2).lower()]
+
+
+def human_seconds(s: float) -> str:
+    if s >= 86400 and s % 86400 == 0:
+        return f"{int(s // 86400)}d"
+    if s >= 3600 and s % 3600 == 0:
+        return f"{int(s // 3600)}h"
+    if s >= 60 and s % 60 == 0:
+        return f"{int(s // 60)}m"
+    return f"{s:g}s"
+
+
+@dataclass
+class VacuumPlan:
+    table: str
+    retain_seconds: float
+    forced: bool = False
+    dry_run: bool = False
+    files: dict[str, list[str]] = field(default_factory=dict)
+    """Per Delta table (live, archive, rejects): data files deleted (or that would be)."""
+    bytes: dict[str, int] = field(default_factory=dict)
+    vector_files: list[str] = field(default_factory=list)
+    staging: list[str] = field(default_factory=list)
+    staging_bytes: int = 0
+    vector_bytes: int = 0
+    busy_sources: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def removed(self) -> int:
+        return sum(len(v) for v in self.files.values()) + len(self.vector_files) + len(self.staging)
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(self.bytes.values()) + self.vector_bytes + self.staging_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table, "dry_run": self.dry_run, "retain": human_seconds(self.retain_seconds),
+            "retain_seconds": self.retain_seconds, "forced": self.forced,
+            "files": {k: len(v) for k, v in self.files.items()},
+            "bytes": dict(self.bytes),
+            "vector_files": len(self.vector_files), "vector_bytes": self.vector_bytes,
+            "staging": [os.path.basename(s) for s in self.staging], "staging_bytes": self.staging_bytes,
+            "busy_sources": self.busy_sources,
+            "removed_files": self.removed, "removed_bytes": self.removed_bytes,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def table_retention(paths: TablePaths) -> dict[str, float]:
+    """Each Delta table's ``delta.deletedFileRetentionDuration`` in seconds (Delta's 7 days when
+    unset)."""
+    from lakehouse.physical import describe
+
+    out: dict[str, float] = {}
+    for part in PARTS:
+        t = describe(getattr(paths, part))
+        if t is None:
+            continue
+        out[part] = parse_interval(t.properties.get("delta.deletedFileRetentionDuration")) or DELTA_DEFAULT_RETENTION
+    return out
+
+
+def check_retention(table: str, retain: float, floors: dict[str, float], longest_job: float, force: bool) -> None:
+    """Refuse a retention below what readers may still need (unless ``force``)."""
+    if force:
+        return
+    part, need = max(floors.items(), key=lambda kv: kv[1]) if floors else ("", DELTA_DEFAULT_RETENTION)
+    if retain < need:
+        raise LakehouseError(
+            f"vacuum {table}: --retain {human_seconds(retain)} is below the retention of {table}/{part} "
+            f"(delta.deletedFileRetentionDuration = {human_seconds(need)}, set by jobs.retention): a query or "
+            "job may still read a snapshot that old; lower jobs.retention (and migrate) or pass --force")
+    if retain < longest_job:
+        raise LakehouseError(
+            f"vacuum {table}: --retain {human_seconds(retain)} is below the longest job on record "
+            f"({human_seconds(round(longest_job))} in lakehouse jobs history): such a job may still read a "
+            "snapshot that old; keep a longer retention or pass --force")
+
+
+def _du(path: str) -> int:
+    total = 0
+    for root, _, names in os.walk(path):
+        for n in names:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(root, n))
+    return total
+
+
+class Vacuum:
+    def __init__(self, spark: "SparkSession | None", definition: TableDefinition, paths: TablePaths,
+                 lease: Lease | None = None) -> None:
+        self.spark = spark
+        self.definition = definition
+        self.paths = paths
+        self.lease = lease
+
+    # -- data files (Delta) -------------------------------------------------------------------
+
+    def _delta(self, plan: VacuumPlan, part: str, execute: bool) -> None:
+        assert self.spark is not None
+        path = getattr(self.paths, part)
+        if not delta_exists(path):
+            return
+        hours = plan.retain_seconds / 3600
+        quoted = path.replace("`", "``")
+        with SESSION_CONF:  # the retention check switch is session-wide
+            conf = self.spark.conf
+            key = "spark.databricks.delta.retentionDurationCheck.enabled"
+            before = conf.get(key, None)
+            try:
+                if plan.forced:
+                    conf.set(key, "false")
+                rows = self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours:.6f} HOURS DRY RUN").collect()
+                files = [r[0] for r in rows]
+                plan.files[part] = files
+                plan.bytes[part] = sum(_size(f) for f in files)
+                if execute and files:
+                    if self.lease is not None:
+                        self.lease.check()
+                    self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours:.6f} HOURS").collect()
+            except Exception as e:
+                if isinstance(e, LakehouseError):
+                    raise
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise LakehouseError(f"vacuum {self.definition.name}/{part}: {msg}") from None
+            finally:
+                if before is None:
+                    conf.unset(key)
+                else:
+                    conf.set(key, before)
+
+    # -- vector files and staging --------------------------------------------------------------
+
+    def _vectors(self, plan: VacuumPlan, execute: bool) -> None:
+        from lakehouse.archive import vectors
+        from lakehouse.archive.reader import committed_cutoff
+
+        committed = committed_cutoff(self.paths)
+        files, temps = vectors.list_files(self.paths.vectors)
+        junk = [f.path for f in vectors.garbage(files, committed)] + temps
+        plan.vector_files = junk
+        plan.vector_bytes = sum(_size(p) for p in junk)
+        if execute and junk:
+            vectors.delete(junk, self.paths.vectors)
+
+    def _staging(self, plan: VacuumPlan, execute: bool) -> None:
+        from lakehouse.ingest.state import StateStore
+        from lakehouse.stream.store import StreamStore
+
+        folder = self.paths.staging
+        if not os.path.isdir(folder):
+            return
+        names = sorted(os.listdir(folder))
+        try:
+            referenced = {os.path.basename(s.data.get("path", "").rstrip("/"))
+                          for s in StreamStore(self.paths).read().segments}
+        except Exception:  # noqa: BLE001 - unreadable stream state: keep every ingest staging
+            referenced = {n for n in names if n.startswith("ingest-")}
+        store = StateStore(self.paths)
+        done: list[str] = [join(folder, n) for n in names if n.startswith("archive-")]  # the lease is ours
+        for state in store.all():
+            prefix = f"ingest-{state.key}-"
+            mine = [n for n in names if n.startswith(prefix) and n[len(prefix):].isdigit()]
+            if not mine:
+                continue
+            try:
+                with store.lock(state.source):
+                    fresh = store.load(state.source)
+                    pending = {b.number for b in fresh.pending}
+                    finished = [n for n in mine if int(n[len(prefix):]) < fresh.next_batch
+                                and int(n[len(prefix):]) not in pending and n not in referenced]
+                    if execute:
+                        for n in finished:
+                            plan.staging_bytes += _du(join(folder, n))
+                            _remove(join(folder, n))
+                    else:
+                        plan.staging_bytes += sum(_du(join(folder, n)) for n in finished)
+                    plan.staging += [join(folder, n) for n in finished]
+            except LakehouseError:  # the source is being ingested right now: its run cleans up
+                plan.busy_sources.append(state.source)
+        plan.staging_bytes += sum(_du(p) for p in done)
+        plan.staging += done
+        if execute:
+            for p in done:
+                _remove(p)
+
+    def run(self, plan: VacuumPlan, execute: bool) -> VacuumPlan:
+        started = time.monotonic()
+        for part in PARTS:
+            self._delta(plan, part, execute)
+        self._vectors(plan, execute)
+        self._staging(plan, execute)
+        plan.seconds = time.monotonic() - started
+        return plan
+
+
+def _size(path: str) -> int:
+    p = path[len("file:"):] if path.startswith("file:") else path
+    try:
+        return os.path.getsize(p)
+    except OSError:
+        return 0
+
+
+def _remove(path: str) -> None:
+    from lakehouse.warehouse import remove_tree
+
+    remove_tree(path)
+
+
+def longest_job_seconds(warehouse: str, table: str) -> float:
+    """The longest job run of a table on record (0 without a history)."""
+    try:
+        from lakehouse.jobs.history import History
+
+        return History(warehouse).longest(table)
+    except Exception:  # noqa: BLE001 - no history yet
+        return 0.0
+
+
+def run_vacuum(spark_factory: Any, warehouse: str, definition: TableDefinition, retain: Duration | None = None,
+               dry_run: bool = False, force: bool = False, lease: Lease | None = None) -> VacuumPlan:
+    """``lakehouse vacuum``: check the retention, then (unless ``dry_run``) delete under the
+    table's lease; the plan with what was (or would be) removed."""
+    from lakehouse.live import check_loadable
+
+    paths = TablePaths(warehouse, definition.name)
+    check_loadable(definition, paths)
+    floors = table_retention(paths)
+    seconds = retain.seconds if retain is not None else max(floors.values(), default=definition.jobs.retention.seconds)
+    check_retention(definition.name, seconds, floors, longest_job_seconds(warehouse, definition.name), force)
+    plan = VacuumPlan(definition.name, seconds, forced=force, dry_run=dry_run)
+    if dry_run:
+        return Vacuum(spark_factory(), definition, paths).run(plan, execute=False)
+    with contextlib.nullcontext(lease) if lease is not None else table_lease(paths, "vacuum") as held:
+        return Vacuum(spark_factory(), definition, paths, held).run(plan, execute=True)
