@@ -8,10 +8,12 @@ on a cluster: pass ``--master`` or set LAKEHOUSE_MASTER.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -103,7 +105,8 @@ def get_spark(master: str = "local[*]") -> "SparkSession":
             log.warning("Delta jars not cached in %s; resolving %s with Ivy", jars_dir(), DELTA_PACKAGE)
             builder = builder.config("spark.jars.packages", DELTA_PACKAGE)
         try:
-            spark = builder.getOrCreate()
+            with _jvm_stdout_to_stderr():
+                spark = builder.getOrCreate()
         except Exception as e:  # noqa: BLE001 - Py4J and the JVM raise many kinds; one line for all
             raise ConfigError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
         spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper())
@@ -112,6 +115,25 @@ def get_spark(master: str = "local[*]") -> "SparkSession":
             spark.sparkContext.addPyFile(_package_zip())
         _SESSION, _MASTER = spark, master
         return spark
+
+
+@contextlib.contextmanager
+def _jvm_stdout_to_stderr() -> Iterator[None]:
+    """Start the JVM with its standard output on our standard error: Delta prints to the console
+    (VACUUM's "Deleted N files ..."), and stdout holds nothing but the command's output (one JSON
+    document with --format json)."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no usable stdout (embedded): leave it be
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def stop_spark() -> None:
