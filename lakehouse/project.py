@@ -25,6 +25,8 @@ from lakehouse.warehouse import TablePaths, delta_exists, row_count, scan
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakehouse.query.asof import AsOf
+
 log = logging.getLogger(__name__)
 Engine = Literal["spark", "duckdb"]
 
@@ -251,7 +253,7 @@ class Lakehouse:
             return duck.run(tables, sql, as_of=pinned)
         raise QueryError(f"unknown engine {engine!r} (expected spark or duckdb)")
 
-    def as_of(self, sql: str, value: Any) -> Any:
+    def as_of(self, sql: str, value: Any) -> "AsOf":
         """The moment ``value`` names (archive version or timestamp) and the versions of every
         table ``sql`` reads at it (a lakehouse.query.asof.AsOf; no Spark)."""
         from lakehouse.query.asof import resolve

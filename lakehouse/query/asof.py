@@ -153,14 +153,14 @@ def resolve(tables: list[TableSource], sql: str, value: Any, now: dt.datetime | 
             raise QueryError(f"{t.name}: archive version {target} "
                              f"{'is no longer in the log' if archive and target < archive[0].version else 'does not exist'}"
                              f"; {_span('archive', archive)}")
-        return AsOf(asked, at.at, target, (_pin(t, at.at, asked, archive_version=target),))
+        return AsOf(asked, at.at, target, (_pin(t, at.at, archive_version=target),))
     if target > now:
         raise QueryError(f"--as-of {asked}: {_fmt(target)} is in the future (now {_fmt(now)}); "
                          "an as-of answer must not change later")
-    return AsOf(asked, target, None, tuple(_pin(t, target, asked) for t in read))
+    return AsOf(asked, target, None, tuple(_pin(t, target) for t in read))
 
 
-def _pin(t: TableSource, moment: dt.datetime, asked: str, archive_version: int | None = None) -> Split:
+def _pin(t: TableSource, moment: dt.datetime, archive_version: int | None = None) -> Split:
     live_c, arch_c = commits(t.paths.live), commits(t.paths.archive)
     limit = _ms(moment)
     live = _last(live_c, limit)
@@ -191,7 +191,7 @@ def _load(t: TableSource, part: str, path: str, commit: Commit, history: list[Co
     if missing:
         later = _next_readable(path, commit, history)
         hint = (f"version {later.version} ({_fmt(later.at)}) is the next one readable" if later
-                else f"the latest, {history[-1].version} ({_fmt(history[-1].at)}), is readable")
+                else f"none of the {_SCAN_LIMIT} versions after it is complete either")
         raise QueryError(
             f"{t.name}: as of {_fmt(moment)}, {part} version {commit.version} ({_fmt(commit.at)}) can no longer be "
             f"read: {len(missing)} of its data files were vacuumed (e.g. {missing[0]}); {_span(part, history)}; "
