@@ -25,6 +25,8 @@ from lakehouse.warehouse import TablePaths, delta_exists, row_count, scan
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakehouse.query.asof import AsOf
+
 log = logging.getLogger(__name__)
 Engine = Literal["spark", "duckdb"]
 
@@ -270,18 +272,32 @@ class Lakehouse:
 
     # -- queries --------------------------------------------------------------------------
 
-    def query(self, sql: str, engine: Engine = "spark") -> pa.Table:
-        """Run SQL over all tables on one engine."""
+    def query(self, sql: str, engine: Engine = "spark", as_of: Any = None) -> pa.Table:
+        """Run SQL over all tables on one engine. ``as_of``: the split views of a past moment,
+        an archive version (int, when the SQL reads one table), a timestamp (ISO 8601 string
+        or datetime; UTC without an offset) or what ``self.as_of`` resolved."""
+        from lakehouse.query.asof import AsOf
+
         tables = sources(self.settings.warehouse, self.definitions())
+        pinned = None
+        if as_of is not None:
+            pinned = as_of if isinstance(as_of, AsOf) else self.as_of(sql, as_of)
         if engine == "spark":
             from lakehouse.query import spark as spark_engine
 
-            return spark_engine.run(self.spark(), tables, sql)
+            return spark_engine.run(self.spark(), tables, sql, pinned)
         if engine == "duckdb":
             from lakehouse.query import duckdb as duck
 
-            return duck.run(tables, sql)
+            return duck.run(tables, sql, as_of=pinned)
         raise QueryError(f"unknown engine {engine!r} (expected spark or duckdb)")
+
+    def as_of(self, sql: str, value: Any) -> "AsOf":
+        """The moment ``value`` names (archive version or timestamp) and the versions of every
+        table ``sql`` reads at it (a lakehouse.query.asof.AsOf; no Spark)."""
+        from lakehouse.query.asof import resolve
+
+        return resolve(sources(self.settings.warehouse, self.definitions()), sql, value)
 
     def compare_engines(self, sql: str) -> tuple[pa.Table, pa.Table, compare_mod.Comparison]:
         """Run SQL on both engines and compare the JSON they print (see compare.compare_json)."""

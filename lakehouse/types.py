@@ -22,6 +22,15 @@ _SPARK = {
     "date": "DATE",
     "timestamp": "TIMESTAMP",
 }
+_DUCKDB = {  # as DuckDB's delta extension reads the column
+    "string": "VARCHAR",
+    "int": "INTEGER",
+    "long": "BIGINT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP WITH TIME ZONE",
+}
 _ARROW = {
     "string": pa.string(),
     "int": pa.int32(),
@@ -79,6 +88,12 @@ class ColumnType:
         if self.name == "decimal":
             return f"DECIMAL({self.precision},{self.scale})"
         return _SPARK[self.name]
+
+    def duckdb_ddl(self) -> str:
+        """The type in DuckDB SQL, as DuckDB's delta extension reads the column."""
+        if self.name == "decimal":
+            return f"DECIMAL({self.precision},{self.scale})"
+        return _DUCKDB[self.name]
 
     def arrow(self) -> pa.DataType:
         """The Arrow type used when staging parsed rows."""

@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse.archive import rle
-from lakehouse.archive.state import read_snapshot
 from lakehouse.archive.vectors import batch_order, list_files
 from lakehouse.archive.vectors import current as vectors_current
 from lakehouse.archive.vectors import read as read_vector
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.query import TableSource
 from lakehouse.query.compare import compare
+from lakehouse.query.split import current
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,10 +93,8 @@ class Verifier:
         self.source = source
         self.d = source.definition
         # One pair of snapshots (live first) for every check and both engines.
-        live = read_snapshot(source.paths.live)
-        archive = read_snapshot(source.paths.archive)
-        assert live is not None and archive is not None
-        self.live, self.archive = live, archive
+        self.split = current(source)
+        self.live, self.archive = self.split.live, self.split.archive
 
     def run(self) -> list[Check]:
         checks = self._engine_checks()
@@ -109,22 +107,22 @@ class Verifier:
     def _engine_checks(self) -> list[Check]:
         from pyspark.sql import functions as F
 
-        from lakehouse.archive.plan import cutoff_time
         from lakehouse.query import duckdb as duck
         from lakehouse.query import spark as spark_q
 
         d, p = self.d, self.source.paths
         archive_view = f"{d.name}__archive"
+        arch_snap = self.split.archive
         # Spark views
-        split, _, arch_snap = spark_q.split_frame(self.spark, self.source, self.live, self.archive)
-        split.createOrReplaceTempView(d.name)
+        spark_q.frame(self.spark, self.split).createOrReplaceTempView(d.name)
         cutoff = arch_snap.cutoff
         arch = self.spark.read.format("delta").option("versionAsOf", arch_snap.version).load(p.archive)
-        cut = F.lit(cutoff_time(cutoff)).cast("timestamp") if cutoff is not None else F.lit(None).cast("timestamp")
+        at = self.split.cutoff_time
+        cut = F.lit(at).cast("timestamp") if at is not None else F.lit(None).cast("timestamp")
         arch.select(*d.visible_columns).withColumn("cutoff_ts", cut).createOrReplaceTempView(archive_view)
         # DuckDB views on the same snapshots
         con = duck.connect()
-        con.execute(f"CREATE VIEW {duck._ident(d.name)} AS {duck.split_sql(self.source, self.live, self.archive)}")
+        con.execute(f"CREATE VIEW {duck._ident(d.name)} AS {duck.view_sql(self.split)}")
         cols = ", ".join(duck._ident(c) for c in d.visible_columns)
         cut_sql = f"to_timestamp({cutoff})" if cutoff is not None else "CAST(NULL AS TIMESTAMPTZ)"
         con.execute(

@@ -76,7 +76,7 @@ def answers(p, engine: str = "spark") -> list[dict]:
 
 def test_archive_days_are_rewritten_in_order_and_vectors_stay_valid(table):
     p = table
-    d, paths = p.lh.definition("trips"), p.lh.paths("trips")
+    paths = p.lh.paths("trips")
     before_rows = {day: day_rows(p, day) for day in DAYS}
     before_vectors = vector_bytes(p)
     before_lookup = {day: p.lh.lookup("trips", day, ["city_id=3"]) for day in DAYS}
@@ -161,7 +161,7 @@ def test_a_compaction_committing_after_the_archive_plan_makes_the_archive_run_re
     from lakehouse.archive.job import ArchiveJob
 
     p = table
-    d, paths = p.lh.definition("trips"), p.lh.paths("trips")
+    d = p.lh.definition("trips")
     p.lh.load("trips", [p.csv("late.csv", HEADER, [["late-2", 5, 0, 1.0, 1.5, "2026-11-17T05:00:00Z"]])])
     job = ArchiveJob(p.lh.spark(), p.settings.warehouse, d)
     aplan = job.plan(ts("2026-11-19T01:00:00Z"))

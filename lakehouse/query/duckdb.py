@@ -14,12 +14,17 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import ConfigError, QueryError
 from lakehouse.query import TableSource
+from lakehouse.query.split import Split
+
+if TYPE_CHECKING:
+    from lakehouse.query.asof import AsOf
 
 
 @lru_cache(maxsize=1)
@@ -74,30 +79,34 @@ def _ident(s: str) -> str:
     return '"' + s.replace('"', '""') + '"'
 
 
-def split_sql(t: TableSource, live: Any = None, archive: Any = None) -> str:
-    """The split view's SELECT on pinned snapshots (live version read first, then archive)."""
-    from lakehouse.archive.state import read_snapshot
+def view_sql(split: Split) -> str:
+    """Render the split view (lakehouse.query.split) as DuckDB SQL on its pinned versions."""
+    def side(path: str, version: int, absent: frozenset[str]) -> str:
+        cols = ", ".join(f"CAST(NULL AS {split.column_type(c).duckdb_ddl()}) AS {_ident(c)}" if c in absent
+                         else _ident(c) for c in split.columns)
+        return f"SELECT {cols} FROM delta_scan('{_lit(path)}', version => {int(version)})"
 
-    live = live or read_snapshot(t.paths.live)
-    archive = archive or read_snapshot(t.paths.archive)
-    assert live is not None and archive is not None
-    cols = ", ".join(_ident(c) for c in t.definition.visible_columns)
-    arch = f"SELECT {cols} FROM delta_scan('{_lit(t.paths.archive)}', version => {archive.version})"
-    live_sql = f"SELECT {cols} FROM delta_scan('{_lit(t.paths.live)}', version => {live.version})"
-    if archive.cutoff is not None:
-        import datetime as dt
-
-        day = dt.datetime.fromtimestamp(archive.cutoff, dt.UTC).date().isoformat()
-        live_sql += (f" WHERE \"event_date\" >= DATE '{day}'"
-                     f" AND {_ident(t.definition.event_time)} >= to_timestamp({archive.cutoff})")
-    return f"{arch} UNION ALL {live_sql}"
+    arch = side(split.source.paths.archive, split.archive.version, split.archive_absent)
+    live = side(split.source.paths.live, split.live.version, split.live_absent)
+    cutoff, day = split.cutoff, split.cutoff_day
+    if cutoff is not None and day is not None:
+        live += (f" WHERE {_ident(PARTITION_COLUMN)} >= DATE '{day.isoformat()}'"
+                 f" AND {_ident(split.event_time)} >= to_timestamp({int(cutoff)})")
+    return f"{arch} UNION ALL {live}"
 
 
-def register_views(con: Any, tables: list[TableSource]) -> None:
+def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = None) -> None:
+    """One view per table: on the tables' current snapshots (live read first), or on the
+    versions ``as_of`` pinned (then only those)."""
+    from lakehouse.query.split import current
     from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
 
+    if as_of is not None:
+        for s in as_of.splits:
+            con.execute(f"CREATE OR REPLACE VIEW {_ident(s.name)} AS {view_sql(s)}")
+        return
     for t in tables:
-        con.execute(f"CREATE OR REPLACE VIEW {_ident(t.name)} AS {split_sql(t)}")
+        con.execute(f"CREATE OR REPLACE VIEW {_ident(t.name)} AS {view_sql(current(t))}")
     con.register("_lh_watermarks", watermarks(tables))
     con.execute(f"CREATE OR REPLACE TABLE {_ident(WATERMARK_VIEW)} AS SELECT * FROM _lh_watermarks")
     con.unregister("_lh_watermarks")
@@ -120,7 +129,6 @@ def transpile(sql: str) -> str:
 
 def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]:
     """Each table's visible columns with their Spark types (for the translator)."""
-    from lakehouse.definitions import PARTITION_COLUMN
     from lakehouse.query.dialect import COLUMN_TYPES
 
     out = {}
@@ -160,17 +168,20 @@ def describe(tables: list[TableSource], tree: Any) -> pa.Table:
                      "comment": pa.array([None] * len(cols), pa.string())})
 
 
-def run(tables: list[TableSource], sql: str, con: Any | None = None) -> pa.Table:
-    """Run one read-only Spark SQL statement on DuckDB with Spark's semantics; Arrow out."""
+def run(tables: list[TableSource], sql: str, con: Any | None = None, as_of: AsOf | None = None) -> pa.Table:
+    """Run one read-only Spark SQL statement on DuckDB with Spark's semantics (on the moment
+    ``as_of`` pinned); Arrow out."""
     from lakehouse.query import guard
     from lakehouse.query.dialect import conform
 
+    if as_of is not None:
+        tables = as_of.sources()
     checked = guard.check(sql)
     if checked.kind == "describe":
         return describe(tables, checked.tree)
     tr = translate(tables, sql)
     con = con or connect()
-    register_views(con, tables)
+    register_views(con, tables, as_of)
     sandbox(con, tables)
     try:
         result = con.execute(tr.sql).fetch_arrow_table()

@@ -258,3 +258,24 @@ def _check_table(t: exp.Table) -> None:
                      "queries read only the project's tables, by name")
     if not _NAME.match(t.name):
         raise refuse(f"table {t.sql('spark')}", "a table name is a plain name, not a path")
+
+
+def tables_read(checked: Checked) -> set[str]:
+    """The (lower-case) names of the tables a checked statement reads: for a query or EXPLAIN
+    the tables of its FROM clauses at any depth, CTE names excluded (a CTE that reads a table
+    of its own name reads the table); for DESCRIBE its table; for SHOW none."""
+    from sqlglot.errors import SqlglotError
+    from sqlglot.optimizer.scope import traverse_scope
+
+    tree = checked.tree
+    if tree is None:
+        return set()
+    if isinstance(tree, exp.Describe):
+        t = tree.this
+        return {t.name.lower()} if isinstance(t, exp.Table) and t.name else set()
+    try:
+        found = [src for scope in traverse_scope(tree) for src in scope.sources.values()
+                 if isinstance(src, exp.Table)]
+    except SqlglotError:  # a shape scopes do not cover: every table name (may include a CTE's)
+        found = list(tree.find_all(exp.Table))
+    return {t.name.lower() for t in found if isinstance(t.this, exp.Identifier) and t.name}

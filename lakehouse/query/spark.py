@@ -15,48 +15,66 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.archive.plan import cutoff_time
-from lakehouse.archive.state import Snapshot, spark_snapshot
+from lakehouse.archive.state import spark_snapshot
 from lakehouse.errors import QueryError
 from lakehouse.query import TableSource, guard
+from lakehouse.query.split import Split
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakehouse.query.asof import AsOf
 
-def split_frame(spark: SparkSession, t: TableSource, live: Snapshot | None = None,
-                archive: Snapshot | None = None) -> tuple[DataFrame, Snapshot, Snapshot]:
-    """archive UNION ALL live-at-or-after-cutoff, from pinned snapshots (live read first)."""
+
+def frame(spark: SparkSession, split: Split) -> DataFrame:
+    """Render the split view (lakehouse.query.split) as a Spark DataFrame on its pinned versions."""
     from pyspark.sql import functions as F
 
     from lakehouse.definitions import PARTITION_COLUMN
 
-    live = live or spark_snapshot(spark, t.paths.live)
-    archive = archive or spark_snapshot(spark, t.paths.archive)
-    cols = t.definition.visible_columns
-    live_df = spark.read.format("delta").option("versionAsOf", live.version).load(t.paths.live)
-    arch_df = spark.read.format("delta").option("versionAsOf", archive.version).load(t.paths.archive)
-    if archive.cutoff is not None:
-        at = cutoff_time(archive.cutoff)
+    def side(path: str, version: int, absent: frozenset[str]) -> tuple[DataFrame, list[Any]]:
+        df = spark.read.format("delta").option("versionAsOf", version).load(path)
+        return df, [F.lit(None).cast(split.column_type(c).spark_ddl()).alias(c) if c in absent else c
+                    for c in split.columns]
+
+    live_df, live_cols = side(split.source.paths.live, split.live.version, split.live_absent)
+    arch_df, arch_cols = side(split.source.paths.archive, split.archive.version, split.archive_absent)
+    at = split.cutoff_time
+    if at is not None:
         live_df = live_df.where(F.col(PARTITION_COLUMN) >= F.lit(at.date())).where(
-            F.col(t.definition.event_time) >= F.lit(at).cast("timestamp"))
-    return arch_df.select(*cols).unionByName(live_df.select(*cols)), live, archive
+            F.col(split.event_time) >= F.lit(at).cast("timestamp"))
+    return arch_df.select(*arch_cols).unionByName(live_df.select(*live_cols))
 
 
-def register_views(spark: SparkSession, tables: list[TableSource]) -> None:
-    """(Re)create one temporary split view per table, on the tables' current snapshots."""
+def current(spark: SparkSession, t: TableSource) -> Split:
+    """The split view on the latest versions as Spark's Delta log sees them (live read first)."""
+    live = spark_snapshot(spark, t.paths.live)
+    return Split(t, live, spark_snapshot(spark, t.paths.archive))
+
+
+def register_views(spark: SparkSession, tables: list[TableSource], as_of: AsOf | None = None) -> None:
+    """(Re)create one temporary split view per table: on the tables' current snapshots, or on
+    the versions ``as_of`` pinned (then only those: other tables' views are dropped, so nothing
+    can read a view left by an earlier query)."""
     from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
 
-    for t in tables:
-        split_frame(spark, t)[0].createOrReplaceTempView(t.name)
-    spark.createDataFrame(watermarks(tables)).createOrReplaceTempView(WATERMARK_VIEW)
+    if as_of is None:
+        for t in tables:
+            frame(spark, current(spark, t)).createOrReplaceTempView(t.name)
+        spark.createDataFrame(watermarks(tables)).createOrReplaceTempView(WATERMARK_VIEW)
+        return
+    pinned = {s.name for s in as_of.splits}
+    for name in [t.name for t in tables if t.name not in pinned] + [WATERMARK_VIEW]:
+        spark.catalog.dropTempView(name)
+    for s in as_of.splits:
+        frame(spark, s).createOrReplaceTempView(s.name)
 
 
-def run(spark: SparkSession, tables: list[TableSource], sql: str) -> pa.Table:
-    """Run one read-only Spark SQL statement; the result as Arrow."""
+def run(spark: SparkSession, tables: list[TableSource], sql: str, as_of: AsOf | None = None) -> pa.Table:
+    """Run one read-only Spark SQL statement (on the moment ``as_of`` pinned); the result as Arrow."""
     checked = guard.check(sql)
-    register_views(spark, tables)
     try:
+        register_views(spark, tables, as_of)
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"spark: {_first_line(e)}") from None
