@@ -995,6 +995,21 @@ def bench_stream_cmd(obj: Ctx, batches: int, rows: int, fmt: str | None) -> None
     _emit_bench(obj.fmt(fmt), doc)
 
 
+@bench.command("compact")
+@click.option("--batches", type=int, default=1000, show_default=True, help="Ingest batches (one small file each).")
+@click.option("--rows", type=int, default=200, show_default=True, help="Rows per batch.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_compact_cmd(obj: Ctx, batches: int, rows: int, fmt: str | None) -> None:
+    """Live's files and bytes before and after optimize on a table of many ingest batches, and
+    query times on both engines before (the baseline) and after."""
+    from lakehouse.bench import bench_compact
+
+    master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
+    _emit_bench(obj.fmt(fmt), bench_compact(master, batches, rows))
+
+
 # -- demo -------------------------------------------------------------------------------------
 
 @cli.command()

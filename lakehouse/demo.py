@@ -291,6 +291,7 @@ def run_demo(lh: Any, reset: bool, rows: int, days: int) -> bool:
         say(f"   {'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else ""))
     all_ok &= all(c.ok for c in checks)
     all_ok &= stream_demo(lh, say, end)
+    all_ok &= jobs_demo(lh, say)
     say(click.style("\n== summary", bold=True))
     st = {s.name: s for s in lh.tables()}["trips"]
     say(f"   rows loaded {loaded}, rejected {rejected}; {st.live_rows} live + {st.archive_rows} archived rows (upserts merged)")
@@ -385,6 +386,70 @@ def stream_demo(lh: Any, say: Any, day: dt.date) -> bool:
     ok = live + len(rejected) == inserted and cmp.equal
     say(f"   pings in {inserted} = live {live} + late {len(rejected)}: " + ("ok" if ok else "MISMATCH"))
     return ok
+
+
+def jobs_demo(lh: Any, say: Any) -> bool:
+    """A round of ``jobs run``: archive, compaction and VACUUM of every table, then the history."""
+    import pyarrow as pa
+
+    from lakehouse.jobs.compact import human_bytes
+    from lakehouse.jobs.files import layout
+    from lakehouse.jobs.runner import interval
+    from lakehouse.jobs.schedule import slot_start
+
+    say("\n-- jobs run: one round of the scheduled jobs (archive every archive.interval; compact_live, "
+        "compact_archive and vacuum every jobs.<name>), as cron or `jobs serve` would run it")
+
+    def sizes() -> dict[tuple[str, str], tuple[int, int]]:
+        out = {}
+        for t in sorted(lh.definitions()):
+            for part in ("live", "archive"):
+                f, b, _ = layout(getattr(lh.paths(t), part)).totals()
+                out[(t, part)] = (f, b)
+        return out
+
+    q = "SELECT count(*) AS n, count(DISTINCT trip_id) AS k FROM trips"
+    answer = lh.query(q, "duckdb").to_pylist()
+    before, moment = sizes(), dt.datetime.now(dt.timezone.utc)
+    time.sleep(1.0)  # the round's commits come after ``moment``
+    outcomes = lh.jobs_run()
+    failed = 0
+    for o in outcomes:
+        d = o.as_dict()
+        if d["ran"]:
+            failed += d["outcome"] != "succeeded"
+            run = o.runs[-1]
+            say(f"   {d['table']:<13} {d['job']:<16} {d['outcome']} in {run.seconds:.1f}s: {run.rows} rows, "
+                f"files {run.files_before} -> {run.files_after}, "
+                f"{human_bytes(run.bytes_before)} -> {human_bytes(run.bytes_after)}"
+                + (f": {d['error']}" if d["error"] else ""))
+        else:
+            say(f"   {d['table']:<13} {d['job']:<16} {'busy' if d['busy'] else 'not due'}: {d['busy'] or d['why']}")
+    after = sizes()
+    say("   data files (Delta log) before -> after the round:")
+    for (t, part), (f0, b0) in before.items():
+        f1, b1 = after[(t, part)]
+        say(f"     {t + '/' + part:<22} {f0:>4} files {human_bytes(b0):>9} -> {f1:>4} files {human_bytes(b1):>9}")
+    same = lh.query(q, "duckdb").to_pylist() == answer
+    then = lh.query(q, "duckdb", as_of=moment).to_pylist() == answer
+    say(f"   trips answers the same after the round: {'yes' if same else 'NO'}; "
+        f"query --as-of {output.format_timestamp(moment)} (before the round) too: {'yes' if then else 'NO'}")
+    again = lh.jobs_run()
+    repeated = [o for o in again if o.ran and o.runs and o.decision.last is not None
+                and o.decision.last.outcome == "succeeded" and o.decision.last.started
+                >= slot_start(o.runs[-1].started, interval(lh.definition(o.decision.table), o.decision.job))]
+    say(f"   a second round right away: {sum(1 for o in again if o.ran)} jobs ran, none twice in a slot of its interval"
+        + ("" if not repeated else " (REPEATED!)"))
+    say("\n-- jobs history (a Delta table in the warehouse: _lakehouse/jobs; DuckDB reads it too)")
+    runs = lh.jobs_history()
+    output.print_table(pa.table({
+        "started": [output.format_timestamp(r.started)[:19] for r in runs],
+        "table": [r.table_name for r in runs], "job": [r.job for r in runs], "outcome": [r.outcome for r in runs],
+        "attempt": [r.attempt for r in runs], "seconds": [round(r.seconds, 1) for r in runs],
+        "rows": [r.rows for r in runs], "files": [f"{r.files_before} -> {r.files_after}" for r in runs],
+        "bytes": [f"{human_bytes(r.bytes_before)} -> {human_bytes(r.bytes_after)}" for r in runs],
+    }))
+    return failed == 0 and same and then and not repeated
 
 
 def _utc(cutoff: int) -> dt.datetime:

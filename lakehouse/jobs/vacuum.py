@@ -18,20 +18,18 @@ unless forced. Time travel (``query --as-of``) keeps working within the retentio
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lakehouse.commit import SESSION_CONF, Lease, table_lease
+from lakehouse.commit import Lease, table_lease
 from lakehouse.definitions import TableDefinition
 from lakehouse.durations import Duration
 from lakehouse.errors import LakehouseError
 from lakehouse.warehouse import TablePaths, delta_exists, join
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 PARTS = ("live", "archive", "rejects")
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*(millisecond|second|minute|hour|day|week)s?\s*$",
@@ -140,9 +138,7 @@ def _du(path: str) -> int:
 
 
 class Vacuum:
-    def __init__(self, spark: "SparkSession | None", definition: TableDefinition, paths: TablePaths,
-                 lease: Lease | None = None) -> None:
-        self.spark = spark
+    def __init__(self, definition: TableDefinition, paths: TablePaths, lease: Lease | None = None) -> None:
         self.definition = definition
         self.paths = paths
         self.lease = lease
@@ -150,37 +146,35 @@ class Vacuum:
     # -- data files (Delta) -------------------------------------------------------------------
 
     def _delta(self, plan: VacuumPlan, part: str, execute: bool) -> None:
-        assert self.spark is not None
+        """Delta's VACUUM through delta-rs (milliseconds where Spark's takes several jobs per
+        table): removed files whose removal is older than the retention, and untracked files
+        older than it (``full``: e.g. a rewrite killed before its commit). The retention is in
+        whole hours, rounded up (it keeps at least what was asked); 0 with ``--force``."""
+        from deltalake import DeltaTable
+        from deltalake.transaction import PostCommitHookProperties
+
         path = getattr(self.paths, part)
         if not delta_exists(path):
             return
-        hours = plan.retain_seconds / 3600
-        quoted = path.replace("`", "``")
-        with SESSION_CONF:  # the retention check switch is session-wide
-            conf = self.spark.conf
-            key = "spark.databricks.delta.retentionDurationCheck.enabled"
-            before = conf.get(key, None)
-            try:
-                if plan.forced:
-                    conf.set(key, "false")
-                rows = self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours:.6f} HOURS DRY RUN").collect()
-                files = [r[0] for r in rows]
-                plan.files[part] = files
-                plan.bytes[part] = sum(_size(f) for f in files)
-                if execute and files:
-                    if self.lease is not None:
-                        self.lease.check()
-                    self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours:.6f} HOURS").collect()
-            except Exception as e:
-                if isinstance(e, LakehouseError):
-                    raise
-                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise LakehouseError(f"vacuum {self.definition.name}/{part}: {msg}") from None
-            finally:
-                if before is None:
-                    conf.unset(key)
-                else:
-                    conf.set(key, before)
+        hours = math.ceil(plan.retain_seconds / 3600)
+        table = DeltaTable(path)
+        try:
+            files = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False, full=True)
+            base = path.rstrip("/")
+            full = [f if f.startswith("/") or "://" in f else f"{base}/{f}" for f in files]
+            plan.files[part] = full
+            plan.bytes[part] = sum(_size(f) for f in full)
+            if execute and files:
+                if self.lease is not None:
+                    self.lease.check()
+                table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True,
+                             post_commithook_properties=PostCommitHookProperties(
+                                 create_checkpoint=False, cleanup_expired_logs=False))
+        except LakehouseError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one line naming the table
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise LakehouseError(f"vacuum {self.definition.name}/{part}: {msg}") from None
 
     # -- vector files and staging --------------------------------------------------------------
 
@@ -284,6 +278,6 @@ def run_vacuum(spark_factory: Any, warehouse: str, definition: TableDefinition, 
     check_retention(definition.name, seconds, floors, longest_job_seconds(warehouse, definition.name), force)
     plan = VacuumPlan(definition.name, seconds, forced=force, dry_run=dry_run)
     if dry_run:
-        return Vacuum(spark_factory(), definition, paths).run(plan, execute=False)
+        return Vacuum(definition, paths).run(plan, execute=False)
     with contextlib.nullcontext(lease) if lease is not None else table_lease(paths, "vacuum") as held:
-        return Vacuum(spark_factory(), definition, paths, held).run(plan, execute=True)
+        return Vacuum(definition, paths, held).run(plan, execute=True)
