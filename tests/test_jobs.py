@@ -211,10 +211,10 @@ def test_vacuum_keeps_what_a_snapshot_in_retention_reads_and_refuses_a_shorter_r
 
 def test_jobs_round_runs_what_is_due_once_per_slot_and_records_it(table):
     p = table
-    now = ts("2026-11-20T01:00:00Z")
+    now = ts("2026-11-20T00:10:00Z")
     plan = {(o.decision.job): o for o in p.lh.jobs_run(now=now, dry_run=True)}
     assert all(o.decision.due and not o.ran for o in plan.values())
-    assert plan["archive"].plan["cutoff"] == int(ts("2026-11-19T01:00:00Z").timestamp())
+    assert plan["archive"].plan["cutoff"] == int(ts("2026-11-19T00:10:00Z").timestamp())
     assert plan["compact_archive"].plan["days"] == [d.isoformat() for d in DAYS]
     assert not p.lh.jobs_history()  # a dry run records nothing
 
@@ -229,8 +229,8 @@ def test_jobs_round_runs_what_is_due_once_per_slot_and_records_it(table):
 
     second = p.lh.jobs_run(now=now + dt.timedelta(minutes=5))
     assert not any(o.ran for o in second) and all("ran at" in o.decision.why for o in second)
-    third = {o.decision.job: o for o in p.lh.jobs_run(now=now + dt.timedelta(hours=1))}
-    assert third["compact_live"].ran and not third["archive"].ran  # hourly vs every 2h
+    third = {o.decision.job: o for o in p.lh.jobs_run(now=now + dt.timedelta(hours=1))}  # 01:10
+    assert third["compact_live"].ran and not third["archive"].ran  # hourly (a new slot) vs every 2h (the same)
     assert len(p.lh.jobs_history()) == 5
 
     # the history is a Delta table DuckDB reads too
