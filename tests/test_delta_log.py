@@ -104,6 +104,7 @@ def append(spark: Any, d: TableDefinition, paths: Any, k: int, n: int = 2) -> No
     commit_live(spark, d, paths, spark.createDataFrame(data, ddl), f"load-{k}", {day}, n)
 
 
+@pytest.mark.spark
 def test_created_tables_carry_the_properties_and_checkpoint_every_interval(spark: Any, project: Any) -> None:
     project.table(TRIPS).create("trips")
     d, paths = project.lh.definition("trips"), project.lh.paths("trips")
@@ -125,6 +126,7 @@ def test_created_tables_carry_the_properties_and_checkpoint_every_interval(spark
     assert counts(spark, paths.live) == {"spark": 2 * commits, "duckdb": 2 * commits, "delta_rs": 2 * commits}
 
 
+@pytest.mark.spark
 def test_ensure_properties_updates_an_old_table_once(spark: Any, project: Any) -> None:
     from pyspark.sql.types import StructType
 
@@ -158,6 +160,7 @@ def test_ensure_properties_updates_an_old_table_once(spark: Any, project: Any) -
     assert spark.read.format("delta").load(paths.live).where("city_id = 1").count() == 2
 
 
+@pytest.mark.spark
 def test_a_2000_commit_table_is_read_from_a_checkpoint(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "long")
     made = build_long_table(spark, path, definition(BENCH_TABLE), 2000, rows=5, spark_tail=2)
