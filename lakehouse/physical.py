@@ -166,12 +166,13 @@ def _part_path(paths: TablePaths, part: str) -> str:
 def _wanted(definition: TableDefinition, part: str, table: "PhysicalTable") -> dict[str, str]:
     """``delta_properties`` as this physical table can take them: statistics columns it lacks
     (a column not added yet) or holds with a type Delta refuses are left out, which Delta
-    would otherwise reject."""
+    would otherwise reject (and with none left, Delta's default statistics stay)."""
     props = delta_properties(definition, part)
     if "delta.dataSkippingStatsColumns" in props:
-        cols = [c for c in props["delta.dataSkippingStatsColumns"].split(",")
+        cols = [c for c in props.pop("delta.dataSkippingStatsColumns").split(",")
                 if (p := table.column(c)) is not None and stats_eligible(p.type)]
-        props["delta.dataSkippingStatsColumns"] = ",".join(cols)
+        if cols:
+            props["delta.dataSkippingStatsColumns"] = ",".join(cols)
     return props
 
 
