@@ -1010,6 +1010,21 @@ def bench_compact_cmd(obj: Ctx, batches: int, rows: int, fmt: str | None) -> Non
     _emit_bench(obj.fmt(fmt), bench_compact(master, batches, rows))
 
 
+@bench.command("open")
+@click.option("--commits", type=int, default=2000, show_default=True, help="Commits of the long table.")
+@click.option("--rounds", type=int, default=5, show_default=True, help="Opens of each table per engine (median).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_open_cmd(obj: Ctx, commits: int, rounds: int, fmt: str | None) -> None:
+    """Open a table of COMMITS commits vs the same rows in one commit, on Spark, DuckDB and delta-rs."""
+    from lakehouse.bench import bench_open
+
+    master = obj._args[2] or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
+    doc = bench_open(master, commits, rounds)
+    _emit_bench(obj.fmt(fmt), doc)
+
+
 # -- demo -------------------------------------------------------------------------------------
 
 @cli.command()

@@ -7,10 +7,12 @@ the Delta log with delta-rs, so ``migrate --status`` and ``tables`` need no Spar
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from lakehouse import rejects
+from lakehouse.commit import with_retries
 from lakehouse.definitions import (
     HIDDEN_PREFIX,
     LOAD_COLUMN,
@@ -18,6 +20,7 @@ from lakehouse.definitions import (
     Column,
     TableDefinition,
 )
+from lakehouse.durations import Duration
 from lakehouse.types import ColumnType
 from lakehouse.warehouse import TablePaths, delta_exists, open_delta
 
@@ -25,9 +28,90 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
+log = logging.getLogger(__name__)
+
 # Deletion vectors stay off so that every reader (delta-rs, DuckDB) sees the same rows and row
 # counts from log statistics stay exact.
 BASE_PROPERTIES = {"delta.enableDeletionVectors": "false"}
+
+# -- operational Delta properties ---------------------------------------------------------------
+#
+# How lakehouse wants Delta to keep a table's log and statistics. They are Delta's own settings
+# (derived from the definition: its key, sort columns and ``jobs.retention``), not a record of
+# the definition, so they take no part in the drift check (``column_drift`` compares
+# ``definition.properties()`` only): a warehouse created before they existed reports no drift,
+# and ``ensure_properties`` brings it up to date.
+
+PARTS = ("live", "archive", "rejects")
+CHECKPOINT_INTERVAL = 10
+"""Commits between checkpoints. A reader replays the log from the last checkpoint, so it reads
+at most this many JSON commits whatever the table's age; expired log files are removed when a
+checkpoint is written. Spark's default, written down because delta-rs's writers default to 100."""
+MIN_LOG_RETENTION = Duration(30 * 86_400_000, "30d")
+"""Delta's default ``logRetentionDuration``: the log is never kept shorter than this."""
+_STATS_TYPES = frozenset({"string", "int", "long", "double", "decimal", "date", "timestamp"})
+"""Column types delta-spark 4.0 collects min/max statistics for (``SkippingEligibleDataType``:
+numeric, date, timestamp, string); a boolean in ``delta.dataSkippingStatsColumns`` is refused
+(DELTA_COLUMN_DATA_SKIPPING_NOT_SUPPORTED_TYPE), and so is a partition column."""
+
+
+def delta_interval(d: Duration) -> str:
+    """A duration as a Delta calendar interval in its largest exact unit (``interval 7 days``):
+    the form Spark, delta-rs and the Delta kernel (DuckDB) all parse (delta-rs requires the
+    ``interval`` prefix; months and years are refused by Spark)."""
+    for unit, size in (("days", 86_400_000), ("hours", 3_600_000), ("minutes", 60_000), ("seconds", 1000)):
+        if d.millis % size == 0:
+            return f"interval {d.millis // size} {unit}"
+    return f"interval {d.millis} milliseconds"
+
+
+def stats_eligible(type_name: str) -> bool:
+    """Whether Delta keeps min/max statistics for a column of this type (``int``, ``decimal(p,s)``...)."""
+    return type_name.split("(")[0] in _STATS_TYPES
+
+
+def stats_columns(definition: TableDefinition) -> list[str]:
+    """The columns live and archive keep min/max statistics for: the event time, the primary
+    key, the archive sort columns (once each, in that order), without types Delta refuses."""
+    out: list[str] = []
+    for name in (definition.event_time, *definition.primary_key, *definition.archive.sort_columns):
+        if name not in out and stats_eligible(str(definition.column(name).type)):
+            out.append(name)
+    return out
+
+
+def delta_properties(definition: TableDefinition, part: str) -> dict[str, str]:
+    """The Delta properties lakehouse wants on one part (live, archive, rejects) of a table:
+
+    - ``delta.enableDeletionVectors`` false (``BASE_PROPERTIES``);
+    - ``delta.dataSkippingStatsColumns`` (live, archive): statistics only on the event time, the
+      key and the sort columns. Sorted archive files then get tight min/max on exactly the
+      columns filters use, and every add action carries a few statistics instead of Delta's
+      default first 32 columns: a smaller log and checkpoint to replay on open;
+    - ``delta.deletedFileRetentionDuration`` = ``jobs.retention``: VACUUM keeps removed files this
+      long (time travel and long queries within it stay readable);
+    - ``delta.logRetentionDuration`` = the larger of ``jobs.retention`` and Delta's 30 days: a
+      version whose files VACUUM keeps can still be reconstructed from the log; older log files
+      are removed at checkpoints, so a year of hourly commits does not pile up in ``_delta_log``;
+    - ``delta.checkpointInterval`` = 10: a checkpoint at most 10 commits behind the latest version,
+      for every writer (delta-rs would default to 100);
+    - ``delta.checkpoint.writeStatsAsJson`` true: Delta's default, pinned because delta-spark 4.0
+      writes no ``stats_parsed`` column, so without JSON statistics a checkpoint carries none:
+      row counts from the log (``num_records``) would be lost and every count would read data.
+    """
+    if part not in PARTS:
+        raise ValueError(f"unknown table part {part!r} (expected one of {', '.join(PARTS)})")
+    retention = definition.jobs.retention
+    props = {
+        **BASE_PROPERTIES,
+        "delta.deletedFileRetentionDuration": delta_interval(retention),
+        "delta.logRetentionDuration": delta_interval(max(retention, MIN_LOG_RETENTION, key=lambda d: d.millis)),
+        "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
+        "delta.checkpoint.writeStatsAsJson": "true",
+    }
+    if part != "rejects":
+        props["delta.dataSkippingStatsColumns"] = ",".join(stats_columns(definition))
+    return props
 
 
 _DELTA_TYPES = {
@@ -63,14 +147,75 @@ def create_delta(
 
 
 def create_table(spark: "SparkSession", paths: TablePaths, definition: TableDefinition) -> None:
-    """Create live, archive and rejects of a table."""
+    """Create live, archive and rejects of a table, with the definition's properties and the
+    operational Delta properties (``delta_properties``)."""
     from pyspark.sql.types import StructType
 
     schema = table_schema(definition)
     props = definition.properties()
-    create_delta(spark, paths.live, schema, True, props)
-    create_delta(spark, paths.archive, schema, True, props)
-    create_delta(spark, paths.rejects, cast(StructType, StructType.fromDDL(rejects.DDL)), False, {"lakehouse.table": definition.name})
+    create_delta(spark, paths.live, schema, True, {**props, **delta_properties(definition, "live")})
+    create_delta(spark, paths.archive, schema, True, {**props, **delta_properties(definition, "archive")})
+    create_delta(spark, paths.rejects, cast(StructType, StructType.fromDDL(rejects.DDL)), False,
+                 {"lakehouse.table": definition.name, **delta_properties(definition, "rejects")})
+
+
+def _part_path(paths: TablePaths, part: str) -> str:
+    return {"live": paths.live, "archive": paths.archive, "rejects": paths.rejects}[part]
+
+
+def _wanted(definition: TableDefinition, part: str, table: "PhysicalTable") -> dict[str, str]:
+    """``delta_properties`` as this physical table can take them: statistics columns it lacks
+    (a column not added yet) or holds with a type Delta refuses are left out, which Delta
+    would otherwise reject (and with none left, Delta's default statistics stay)."""
+    props = delta_properties(definition, part)
+    if "delta.dataSkippingStatsColumns" in props:
+        cols = [c for c in props.pop("delta.dataSkippingStatsColumns").split(",")
+                if (p := table.column(c)) is not None and stats_eligible(p.type)]
+        if cols:
+            props["delta.dataSkippingStatsColumns"] = ",".join(cols)
+    return props
+
+
+def properties_differ(paths: TablePaths, definition: TableDefinition) -> bool:
+    """Whether ``ensure_properties`` would change anything (read from the logs; no Spark)."""
+    for part in PARTS:
+        table = describe(_part_path(paths, part))
+        if table is not None and any(table.properties.get(k) != v for k, v in _wanted(definition, part, table).items()):
+            return True
+    return False
+
+
+def ensure_properties(spark: "SparkSession", paths: TablePaths, definition: TableDefinition) -> dict[str, dict[str, str]]:
+    """Bring the operational Delta properties of a table's existing parts up to date: one
+    ``ALTER TABLE ... SET TBLPROPERTIES`` per part with only the properties that differ (a part
+    already up to date gets no commit). Returns what changed, ``{part: {property: value}}``.
+
+    A property change is a metadata commit: it conflicts with concurrent writers, so it is
+    retried (the difference is read again on each attempt). Statistics columns apply to files
+    written from then on; files written before keep their statistics."""
+    changed: dict[str, dict[str, str]] = {}
+    for part in PARTS:
+        path = _part_path(paths, part)
+
+        def apply(path: str = path, part: str = part) -> dict[str, str]:
+            table = describe(path)
+            if table is None:
+                return {}
+            diff = {k: v for k, v in _wanted(definition, part, table).items() if table.properties.get(k) != v}
+            if diff:
+                sets = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in diff.items())
+                spark.sql(f"ALTER TABLE delta.`{path.replace('`', '``')}` SET TBLPROPERTIES ({sets})")
+            return diff
+
+        diff, _ = with_retries(f"Delta properties of {definition.name}/{part}", apply)
+        if diff:
+            log.info("%s/%s: set %s", definition.name, part, ", ".join(f"{k}={v}" for k, v in diff.items()))
+            changed[part] = diff
+    return changed
+
+
+def _sql_string(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("'", "\\'")
 
 
 @dataclass(frozen=True)

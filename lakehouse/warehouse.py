@@ -13,6 +13,7 @@ Layout (fixed by the contract so that any engine can read it)::
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,14 @@ def history_path(warehouse: str) -> str:
 def delta_exists(path: str) -> bool:
     """True when ``path`` holds a Delta table (checked without Spark)."""
     if is_local(path):
-        return (Path(path) / "_delta_log").is_dir() and any((Path(path) / "_delta_log").glob("*.json"))
+        log = Path(path) / "_delta_log"
+        if (log / "_last_checkpoint").is_file():  # a checkpoint: no need to list a long log
+            return True
+        try:
+            with os.scandir(log) as entries:  # stops at the first commit file
+                return any(e.name.endswith(".json") for e in entries)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
     from deltalake import DeltaTable
 
     return DeltaTable.is_deltatable(path)

@@ -379,4 +379,10 @@ def run_optimize(spark_factory: Any, warehouse: str, definition: TableDefinition
         p = plan(definition, paths, parts, day)  # under the lease: no archive run moves the days meanwhile
         if p.empty:
             return p
-        return Compaction(spark_factory(), definition, paths, held).execute(p)
+        from lakehouse.physical import ensure_properties, properties_differ
+
+        spark = spark_factory()
+        if properties_differ(paths, definition):  # rewritten files get statistics on the right columns
+            ensure_properties(spark, paths, definition)
+            p = plan(definition, paths, parts, day)
+        return Compaction(spark, definition, paths, held).execute(p)

@@ -162,6 +162,8 @@ class Runner:
             except LeaseHeld as e:
                 return [Outcome(x, busy=str(e) if x.due else None) for x in decisions]
             decisions = self._decide_table(d)  # again, under the lease: an overlapping round may have run them
+            if any(x.due for x in decisions):
+                self._ensure_properties(d)
             out = []
             for x in decisions:
                 if not x.due or self.stop():
@@ -169,6 +171,18 @@ class Runner:
                     continue
                 out.append(self._run_job(d, x, lease))
             return out
+
+    def _ensure_properties(self, d: "TableDefinition") -> None:
+        """Delta properties from the definition (stats columns, retention, checkpoints), when a
+        table lacks them (an older table, or jobs.retention changed)."""
+        from lakehouse.physical import ensure_properties, properties_differ
+
+        paths = self.lh.paths(d.name)
+        try:
+            if properties_differ(paths, d):
+                ensure_properties(self.lh.spark(), paths, d)
+        except Exception as e:  # noqa: BLE001 - the jobs still run under the old properties
+            log.warning("%s: could not update the Delta properties: %s", d.name, str(e).splitlines()[0] if str(e) else e)
 
     @contextlib.contextmanager
     def _lease(self, paths: Any) -> Iterator[Lease | None]:
