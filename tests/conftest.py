@@ -127,14 +127,17 @@ def repo_copy(tmp_path: Path) -> Project:
     return Project(root)
 
 
-def cli(p: "Project", *args: str, crash: str | None = None, **kw: Any) -> "subprocess.Popen[str] | subprocess.CompletedProcess[str]":
+def cli(p: "Project", *args: str, crash: str | None = None, env: dict[str, str] | None = None,
+        **kw: Any) -> "subprocess.Popen[str] | subprocess.CompletedProcess[str]":
     """Run ``lakehouse`` on a project in a process of its own (quick-start JVM, one core), killed
-    at the crash point ``crash`` if given; ``background=True`` returns the running process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM)
+    at the crash point ``crash`` if given, with ``env`` added to its environment;
+    ``background=True`` returns the running process."""
+    child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    child.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM)
     if crash:
-        env["LAKEHOUSE_CRASH_AT"] = crash
+        child["LAKEHOUSE_CRASH_AT"] = crash
+    child.update(env or {})
     cmd = [sys.executable, "-m", "lakehouse.cli", "--project", str(p.root), "--warehouse", p.settings.warehouse, *args]
     if kw.pop("background", False):
-        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        return subprocess.Popen(cmd, env=child, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, env=child, capture_output=True, text=True, timeout=900)
