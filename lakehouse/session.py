@@ -75,6 +75,9 @@ def spark_conf(master: str) -> dict[str, str]:
     if master.startswith("local"):
         # Small local jobs: few shuffle partitions and snapshot partitions start much faster.
         conf["spark.sql.shuffle.partitions"] = os.environ.get("LAKEHOUSE_SHUFFLE_PARTITIONS", "4")
+        # Parallel file listing (Delta's VACUUM, big folders) makes one task per unit: Spark's
+        # 10,000 cost minutes on a laptop.
+        conf["spark.sql.sources.parallelPartitionDiscovery.parallelism"] = "8"
         conf["spark.databricks.delta.snapshotPartitions"] = "2"
         conf["spark.driver.memory"] = os.environ.get("LAKEHOUSE_DRIVER_MEMORY", "2g")
     return conf

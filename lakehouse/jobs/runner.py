@@ -194,10 +194,11 @@ class Runner:
                 try:
                     lease = stack.enter_context(table_lease(paths, f"jobs {self.trigger}"))
                 except LeaseHeld:
-                    if time.monotonic() + pause > deadline or self.stop():
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self.stop():
                         raise
                     log.info("%s: the table's lease is held by another job; waiting %.1fs", paths.name, pause)
-                    time.sleep(pause)
+                    time.sleep(min(pause, left))
                     pause = min(pause * 2, 10.0)
                     continue
                 yield lease
