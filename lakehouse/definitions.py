@@ -126,6 +126,13 @@ def parse_size(value: Any) -> int:
     return n
 
 
+def positive_int(v: Any) -> int:
+    """A whole number >= 1 (not a bool, not a float)."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"must be a whole number >= 1, got {v!r}")
+    return v
+
+
 class FilenameTime(_Strict):
     """How to read a file's implied time from its name."""
 
@@ -234,9 +241,7 @@ class IngestSettings(_Strict):
     @field_validator("blocks_per_batch", mode="before")
     @classmethod
     def _blocks(cls, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"must be a whole number >= 1, got {v!r}")
-        return v
+        return positive_int(v)
 
     @field_validator("late_folder")
     @classmethod
@@ -332,9 +337,7 @@ class JobsSettings(_Strict):
     @field_validator("compact_min_files", mode="before")
     @classmethod
     def _min_files(cls, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"must be a whole number >= 1, got {v!r}")
-        return v
+        return positive_int(v)
 
     def interval(self, job: str) -> Duration | None:
         """The interval of a maintenance job by its name (None: off)."""

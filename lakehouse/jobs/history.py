@@ -54,6 +54,8 @@ class Run:
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
     detail: dict[str, Any] = field(default_factory=dict)
+    recorded: dt.datetime | None = None
+    """When the row was written (the wall clock; orders the history when ``--now`` was injected)."""
 
     @property
     def seconds(self) -> float:
@@ -79,8 +81,11 @@ def _schema() -> Any:
         ("terminal", pa.bool_()), ("rows", pa.int64()), ("files_before", pa.int64()),
         ("files_after", pa.int64()), ("bytes_before", pa.int64()), ("bytes_after", pa.int64()),
         ("error", pa.string()), ("fingerprint", pa.string()), ("trigger", pa.string()),
-        ("host", pa.string()), ("pid", pa.int32()), ("detail", pa.string()),
+        ("host", pa.string()), ("pid", pa.int32()), ("detail", pa.string()), ("recorded", ts),
     ])
+
+
+_FIELDS = set(Run.__dataclass_fields__)
 
 
 class History:
@@ -97,13 +102,14 @@ class History:
                                                "attempt", "terminal", "rows", "files_before", "files_after",
                                                "bytes_before", "bytes_after", "error", "fingerprint", "trigger",
                                                "host", "pid")},
-               "detail": json.dumps(run.detail, default=str, sort_keys=True)}
+               "detail": json.dumps(run.detail, default=str, sort_keys=True),
+               "recorded": dt.datetime.now(UTC)}
         table = pa.Table.from_pylist([row], schema=_schema())
         from deltalake.exceptions import CommitFailedError
 
         for attempt in range(10):
             try:
-                write_deltalake(self.path, table, mode="append")
+                write_deltalake(self.path, table, mode="append", schema_mode="merge")
                 return
             except CommitFailedError:  # raced another process's append: try again
                 if attempt == 9:
@@ -122,8 +128,8 @@ class History:
             if job is not None and r["job"] != job:
                 continue
             detail = json.loads(r.pop("detail") or "{}")
-            out.append(Run(**r, detail=detail))
-        return sorted(out, key=lambda r: (r.started, r.ended, r.attempt))
+            out.append(Run(**{k: v for k, v in r.items() if k in _FIELDS}, detail=detail))
+        return sorted(out, key=lambda r: (r.recorded or r.ended, r.started, r.attempt))
 
     def longest(self, table: str) -> float:
         """The longest attempt of any job of ``table`` on record, in seconds."""
