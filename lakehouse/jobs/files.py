@@ -59,3 +59,17 @@ def layout(path: str, version: int | None = None) -> Layout:
         for p, s, n, d in zip(cols["path"], cols["size_bytes"], cols["num_records"], days)
     )
     return Layout(v, files)
+
+
+def disk_usage(root: str) -> tuple[int, int]:
+    """(files, bytes) under a local folder (0, 0 when absent)."""
+    import contextlib
+    import os
+
+    files = size = 0
+    for folder, _, names in os.walk(root):
+        for n in names:
+            with contextlib.suppress(OSError):
+                size += os.path.getsize(os.path.join(folder, n))
+                files += 1
+    return files, size

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.commit import Lease, LeaseHeld, table_lease
 from lakehouse.errors import LakehouseError, is_transient
+from lakehouse.jobs.files import disk_usage
 from lakehouse.jobs.history import History, Run
 from lakehouse.jobs.schedule import JOBS, Decision, decide
 
@@ -116,14 +117,7 @@ class Runner:
         return hashlib.sha256(f"{d.model_dump_json()}|{versions}".encode()).hexdigest()[:16]
 
     def decisions(self, table: str | None = None) -> list[Decision]:
-        runs = self.history.runs(table)
-        now = self.clock()
-        out: list[Decision] = []
-        for d in self._tables(table):
-            fp = self.fingerprint(d)
-            for job in JOBS:
-                out.append(decide(job, d.name, interval(d, job), runs, now, fp, self.retry_backoff))
-        return out
+        return [x for d in self._tables(table) for x in self._decide_table(d)]
 
     def _tables(self, table: str | None) -> list["TableDefinition"]:
         from lakehouse.warehouse import delta_exists
@@ -271,9 +265,9 @@ class Runner:
             from lakehouse.jobs.vacuum import run_vacuum
 
             paths = self.lh.paths(d.name)
-            f0, b0 = _disk(paths.root)
+            f0, b0 = disk_usage(paths.root)
             v = run_vacuum(self.lh.spark, wh, d, lease=lease)
-            f1, b1 = _disk(paths.root)
+            f1, b1 = disk_usage(paths.root)
             doc = v.as_dict()
             return ({k: doc[k] for k in ("retain", "files", "vector_files", "staging", "removed_files",
                                          "removed_bytes")},
@@ -312,16 +306,6 @@ class Runner:
 
 def interval(d: "TableDefinition", job: str) -> Any:
     return d.archive.interval if job == "archive" else d.jobs.interval(job)
-
-
-def _disk(root: str) -> tuple[int, int]:
-    files = size = 0
-    for folder, _, names in os.walk(root):
-        for n in names:
-            with contextlib.suppress(OSError):
-                size += os.path.getsize(os.path.join(folder, n))
-                files += 1
-    return files, size
 
 
 def serve(lh: "Lakehouse", poll: float = 30.0, table: str | None = None,

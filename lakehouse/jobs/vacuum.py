@@ -29,6 +29,7 @@ from lakehouse.commit import Lease, table_lease
 from lakehouse.definitions import TableDefinition
 from lakehouse.durations import Duration
 from lakehouse.errors import LakehouseError
+from lakehouse.jobs.files import disk_usage
 from lakehouse.warehouse import TablePaths, delta_exists, join
 
 PARTS = ("live", "archive", "rejects")
@@ -128,15 +129,6 @@ def check_retention(table: str, retain: float, floors: dict[str, float], longest
             "snapshot that old; keep a longer retention or pass --force")
 
 
-def _du(path: str) -> int:
-    total = 0
-    for root, _, names in os.walk(path):
-        for n in names:
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(os.path.join(root, n))
-    return total
-
-
 class Vacuum:
     def __init__(self, definition: TableDefinition, paths: TablePaths, lease: Lease | None = None) -> None:
         self.definition = definition
@@ -218,14 +210,14 @@ class Vacuum:
                                 and int(n[len(prefix):]) not in pending and n not in referenced]
                     if execute:
                         for n in finished:
-                            plan.staging_bytes += _du(join(folder, n))
+                            plan.staging_bytes += disk_usage(join(folder, n))[1]
                             _remove(join(folder, n))
                     else:
-                        plan.staging_bytes += sum(_du(join(folder, n)) for n in finished)
+                        plan.staging_bytes += sum(disk_usage(join(folder, n))[1] for n in finished)
                     plan.staging += [join(folder, n) for n in finished]
             except LakehouseError:  # the source is being ingested right now: its run cleans up
                 plan.busy_sources.append(state.source)
-        plan.staging_bytes += sum(_du(p) for p in done)
+        plan.staging_bytes += sum(disk_usage(p)[1] for p in done)
         plan.staging += done
         if execute:
             for p in done:
