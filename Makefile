@@ -47,7 +47,7 @@ demo: setup
 	$(BIN)/lakehouse demo --reset
 
 test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not spark and not slow" $(PYTEST_ARGS)

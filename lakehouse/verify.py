@@ -165,32 +165,13 @@ class Verifier:
         next archive run re-sorts and re-encodes them)."""
         if hasattr(self, "_vstate"):
             return self._vstate
-        from lakehouse.archive import vectors as vec
         from lakehouse.archive.reader import current_encoding
+        from lakehouse.archive.vectors import stale_days
 
         files, cutoff = self._day_files()
         listed, _ = list_files(self.source.paths.vectors)
         current = vectors_current(listed, cutoff)
-        want = current_encoding(self.d)
-        by_day: dict[dt.date, Any] = {}
-        for (_, day), f in current.items():
-            by_day.setdefault(day, f)
-        stale: dict[dt.date, str] = {}
-        for day in files:
-            vf = by_day.get(day)
-            if vf is None:
-                if want.vector_columns:
-                    stale[day] = "no vector files"
-                continue
-            try:
-                enc = vec.encoding_of(vec.read_schema(vf.path))
-            except Exception as e:  # noqa: BLE001 - reported by the vector check below
-                stale[day] = f"unreadable: {e}"
-                continue
-            if enc is None:
-                stale[day] = "written before encodings were recorded"
-            elif enc.key() != want.key():
-                stale[day] = (f"written under {enc.describe()}; the table now has {want.describe()}")
+        stale = stale_days(self.source.paths.vectors, current_encoding(self.d), cutoff, files)
         self._vstate: tuple[dict[tuple[str, dt.date], Any], dict[dt.date, str]] = (current, stale)
         return self._vstate
 

@@ -160,3 +160,23 @@ def test_ingest_dry_run_and_ingest_log_json(proj, tmp_path):
     assert "no files ingested yet" in p.stdout
     p = run(proj, "ingest", "trips", "--source", str(tmp_path / "nope"), check=1)
     assert error_lines(p) == [f"error: {tmp_path / 'nope'}: no such directory"]
+
+
+def test_what_the_jvm_prints_goes_to_stderr_and_stdout_stays_the_output():
+    """Delta and Spark print to the JVM's console (VACUUM's "Deleted N files", Ivy's resolution
+    report): the JVM is started with its stdout on our stderr, so ``--format json`` output stays
+    one parseable document, and what the JVM said is still shown."""
+    code = (
+        "import json, sys\n"
+        "from lakehouse.session import get_spark\n"
+        "s = get_spark('local[1]')\n"
+        "s._jvm.System.out.println('JVM-SAID-THIS'); s._jvm.System.out.flush()\n"
+        "print('python before'); sys.stdout.flush()\n"
+        "print(json.dumps({'rows': s.range(3).count()}))\n"
+    )
+    e = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    e["LAKEHOUSE_JAVA_OPTS"] = FAST_JVM
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=600, cwd=REPO)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.splitlines() == ["python before", '{"rows": 3}'], p.stdout
+    assert "JVM-SAID-THIS" in p.stderr

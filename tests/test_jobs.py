@@ -257,3 +257,25 @@ def test_a_terminal_failure_is_recorded_once_and_waits_for_a_change(table):
     yaml_path.write_text(good)  # the fix
     fixed = {o.decision.job: o for o in p.lh.jobs_run(now=now + dt.timedelta(hours=3))}
     assert fixed["archive"].ran and fixed["archive"].runs[-1].outcome == "succeeded"
+
+
+def test_a_round_waits_its_whole_lease_wait_for_a_busy_table_then_reports_it(project, monkeypatch):
+    """Another job holds the table's lease: the round waits up to LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS
+    (its whole time, with backoff), then reports the table busy, records no attempt, and the next
+    round runs once the lease is free."""
+    import time
+
+    from lakehouse.commit import table_lease
+
+    p = project.table(TRIPS_SMALL + JOBS_YAML).create("trips")
+    monkeypatch.setenv("LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS", "2.5")
+    now = ts("2026-11-20T00:10:00Z")
+    with table_lease(p.lh.paths("trips"), "archive (a test holding it)"):
+        t0 = time.monotonic()
+        busy = p.lh.jobs_run(now=now)
+        waited = time.monotonic() - t0
+    assert 2.5 <= waited < 10, waited
+    assert all(not o.ran and o.busy and "archive (a test holding it)" in o.busy for o in busy), busy
+    assert p.lh.jobs_history() == []
+    free = p.lh.jobs_run(now=now)
+    assert all(o.ran and o.runs[-1].outcome == "succeeded" for o in free), free

@@ -88,7 +88,7 @@ def test_success_after_failures_resets_the_backoff():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 48 * 60), st.sampled_from(["succeeded", "failed", "retrying"]),
+@given(st.lists(st.tuples(st.integers(0, 48 * 60), st.sampled_from(["succeeded", "failed", "retrying", "aborted"]),
                           st.booleans()), max_size=12),
        st.integers(0, 48 * 60), st.sampled_from(["15m", "1h", "2h", "1d"]))
 def test_a_job_that_succeeded_in_the_current_slot_is_never_due(events, now_min, every):
@@ -107,6 +107,14 @@ def test_a_job_that_succeeded_in_the_current_slot_is_never_due(events, now_min, 
         assert not d.due
     if not runs or (runs[-1].outcome == "succeeded" and runs[-1].started < slot):
         assert d.due
+    if runs and runs[-1].outcome == "aborted" and not any(r.outcome == "succeeded" and r.started >= slot for r in runs):
+        assert d.due  # an interrupted attempt is not a failure: no backoff
+
+
+def test_an_aborted_attempt_is_run_again_at_once_even_after_failures():
+    runs = [run("2026-11-20T10:00:00", "failed"), run("2026-11-20T10:00:30", "aborted")]
+    ok, why = due(runs, "2026-11-20T10:00:31")
+    assert ok and why.startswith("aborted at 2026-11-20T10:00:40Z"), why
 
 
 # -- compaction planning ------------------------------------------------------------------------

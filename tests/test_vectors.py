@@ -4,6 +4,7 @@ writes, listing; and the pure planning helpers (lakehouse.archive.plan). No engi
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from pathlib import Path
 
@@ -23,7 +24,9 @@ from lakehouse.archive.plan import (
     new_cutoff,
 )
 from lakehouse.archive.vectors import (
+    RUNS_FOLDER,
     AtomicIpcWriter,
+    Encoding,
     VectorFile,
     current,
     day_runs,
@@ -32,6 +35,7 @@ from lakehouse.archive.vectors import (
     list_files,
     parse_name,
     read,
+    stale_days,
     vector_name,
 )
 from lakehouse.durations import Duration
@@ -277,6 +281,39 @@ def test_atomic_writer_publishes_only_on_commit(tmp_path: Path):
     assert read(path).equals(runs_table())
     files, temps = list_files(root)
     assert files == [VectorFile("city_id", DAY, 1795169700, str(final))] and temps == []
+
+
+def test_stale_days_from_sidecars_or_file_metadata(tmp_path: Path):
+    """One answer for archive, compaction and verify: a day is stale when its run was written
+    under another encoding (sidecar first, else the file's own metadata), without an encoding,
+    unreadable, or missing while the table wants vector files."""
+    root = str(tmp_path / "vectors")
+    now = Encoding(("city_id",), ("city_id",))
+    old = Encoding(("fare",), ("city_id", "fare"))
+    d = [DAY + dt.timedelta(days=i) for i in range(6)]
+
+    def write(day: dt.date, cutoff: int, enc: Encoding | None) -> str:
+        w = AtomicIpcWriter(root, "city_id", day, cutoff, SCHEMA, encoding=enc)
+        w.write(runs_table())
+        return w.commit()
+
+    write(d[0], 10, now)
+    write(d[1], 10, old)  # the sidecar of run 10 says "now"; the file's own says otherwise: sidecar wins
+    write(d[2], 20, old)  # no sidecar for run 20: the file's metadata
+    write(d[3], 20, None)  # no sidecar, no metadata: written before encodings were recorded
+    Path(write(d[4], 20, now)).write_bytes(b"not arrow")  # unreadable
+    write(d[0], 30, old)  # uncommitted (above the committed cutoff): not read
+    (Path(root) / RUNS_FOLDER).mkdir()
+    (Path(root) / RUNS_FOLDER / "10.json").write_text(json.dumps({"cutoff": 10, "encoding": now.key()}))
+    got = stale_days(root, now, 25, d)
+    assert set(got) == {d[2], d[3], d[4], d[5]}, got
+    assert got[d[2]].startswith("written under sort columns [fare]")
+    assert got[d[3]] == "written before encodings were recorded"
+    assert got[d[4]].startswith("unreadable")
+    assert got[d[5]] == "no vector files"
+    assert stale_days(root, now, 25) == {k: v for k, v in got.items() if k != d[5]}  # by default: days with files
+    assert stale_days(root, Encoding(("city_id",), ()), 25, [d[5]]) == {}  # no vectors wanted: none missing
+    assert stale_days(root, now, None, d[:2]) == {d[0]: "no vector files", d[1]: "no vector files"}
 
 
 def test_atomic_writer_writes_several_tables_and_casts(tmp_path: Path):

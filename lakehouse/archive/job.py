@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-RUNS_FOLDER = "_runs"
 """``vectors/_runs/<cutoff>.json``: the encoding each run wrote its days under (a sidecar)."""
 
 
@@ -181,38 +180,15 @@ class ArchiveJob:
             out[day] = out.get(day, 0) + int(n or 0)
         return out
 
-    def stale_days(
-        self, committed: int | None, archived: set[dt.date] | None = None
-    ) -> list[dt.date]:
+    def stale_days(self, committed: int | None, archived: set[dt.date]) -> list[dt.date]:
         """Archived days whose vector files were written under other settings than today's
         (sort columns or the vector set), or are missing: they need re-sorting and re-encoding."""
         if committed is None:
             return []
-        want = encoding(self.definition)
-        files, _ = vectors.list_files(self.paths.vectors)
-        runs = vectors.day_runs(files, committed)
-        by_run = self._run_encodings(set(runs.values()))
-        stale = [d for d, c in runs.items() if by_run.get(c) != want.key()]
-        if archived is not None and want.vector_columns:
-            stale += [d for d in archived if d not in runs]  # archived without any vector file
-        return sorted(set(stale))
-
-    def _run_encodings(self, cutoffs: set[int]) -> dict[int, str | None]:
-        """Per run cutoff, the encoding its sidecar records (None: unknown, i.e. stale)."""
-        fs, root = vectors.filesystem(join(self.paths.vectors, RUNS_FOLDER))
-        out: dict[int, str | None] = {}
-        for c in cutoffs:
-            try:
-                with fs.open_input_stream(join(root, f"{c}.json")) as f:
-                    out[c] = vectors.Encoding.parse(json.loads(f.read())["encoding"]).key()  # type: ignore[union-attr]
-            except (FileNotFoundError, ValueError, KeyError, AttributeError):
-                out[c] = None
-            except OSError:
-                out[c] = None
-        return out
+        return sorted(vectors.stale_days(self.paths.vectors, encoding(self.definition), committed, archived))
 
     def _write_run_sidecar(self, plan: ArchivePlan) -> None:
-        fs, root = vectors.filesystem(join(self.paths.vectors, RUNS_FOLDER))
+        fs, root = vectors.filesystem(join(self.paths.vectors, vectors.RUNS_FOLDER))
         fs.create_dir(root, recursive=True)
         doc = {
             "cutoff": plan.cutoff,
@@ -587,7 +563,7 @@ class ArchiveJob:
             files, _ = vectors.list_files(self.paths.vectors)
             vectors.delete([f.path for f in files if f.cutoff == cutoff], self.paths.vectors)
             vectors.delete(
-                [join(self.paths.vectors, RUNS_FOLDER, f"{cutoff}.json")], self.paths.vectors
+                [join(self.paths.vectors, vectors.RUNS_FOLDER, f"{cutoff}.json")], self.paths.vectors
             )
         except Exception:  # noqa: BLE001 - the next run's clean-up removes them too
             log.warning("could not remove the uncommitted vector files of cutoff %s", cutoff)
@@ -605,7 +581,7 @@ class ArchiveJob:
         used = set(vectors.day_runs(files, committed).values()) | (
             {committed} if committed is not None else set()
         )
-        fs, root = vectors.filesystem(join(self.paths.vectors, RUNS_FOLDER))
+        fs, root = vectors.filesystem(join(self.paths.vectors, vectors.RUNS_FOLDER))
         for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
             if info.type != pafs.FileType.File:
                 continue

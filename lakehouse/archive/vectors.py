@@ -98,6 +98,57 @@ def garbage(files: Iterable[VectorFile], committed: int | None) -> list[VectorFi
     return [f for f in files if f not in keep]
 
 
+RUNS_FOLDER = "_runs"
+"""Under ``vectors/``: one sidecar per archive run, ``<cutoff>.json``, with the run's encoding."""
+
+
+def run_encodings(vectors_root: str, cutoffs: Iterable[int]) -> dict[int, Encoding | None]:
+    """Per run cutoff, the encoding its sidecar records (None: no sidecar or an unreadable one)."""
+    fs, root = filesystem(join(vectors_root, RUNS_FOLDER))
+    out: dict[int, Encoding | None] = {}
+    for c in cutoffs:
+        try:
+            with fs.open_input_stream(join(root, f"{c}.json")) as f:
+                out[c] = Encoding.parse(json.loads(f.read())["encoding"])
+        except (OSError, ValueError, KeyError, TypeError):
+            out[c] = None
+    return out
+
+
+def stale_days(vectors_root: str, want: Encoding, committed: int | None,
+               days: Iterable[dt.date] | None = None) -> dict[dt.date, str]:
+    """The one answer to "which archive days were written under other settings than ``want``",
+    with why: their record order or vector set is not today's, so the next archive run re-sorts
+    and re-encodes them, compaction leaves them alone and verify skips their order checks.
+
+    ``days``: the archived days to judge (a day there without vector files is stale when the
+    table wants vector files); by default every day that has vector files. A run's encoding comes
+    from its sidecar, or else from the metadata of one of the day's files."""
+    files, _ = list_files(vectors_root)
+    runs = day_runs(files, committed)
+    by_run = run_encodings(vectors_root, set(runs.values()))
+    one_file = {f.day: f for f in files if runs.get(f.day) == f.cutoff}
+    out: dict[dt.date, str] = {}
+    for day in sorted(set(runs if days is None else days)):
+        cutoff = runs.get(day)
+        if cutoff is None:
+            if want.vector_columns:
+                out[day] = "no vector files"
+            continue
+        enc = by_run.get(cutoff)
+        if enc is None:
+            try:
+                enc = encoding_of(read_schema(one_file[day].path))
+            except Exception as e:  # noqa: BLE001 - unreadable: stale, with the reason
+                out[day] = f"unreadable: {e}"
+                continue
+        if enc is None:
+            out[day] = "written before encodings were recorded"
+        elif enc.key() != want.key():
+            out[day] = f"written under {enc.describe()}; the table now has {want.describe()}"
+    return out
+
+
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """A pyarrow filesystem and path for a local path or URI (works on executors too)."""
     if "://" not in uri:

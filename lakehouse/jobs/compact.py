@@ -196,30 +196,11 @@ def plan(definition: TableDefinition, paths: TablePaths, parts: tuple[str, ...] 
 
 
 def _stale_days(definition: TableDefinition, paths: TablePaths) -> set[dt.date]:
-    """Archive days whose vector files were written under other settings (not sorted by today's
-    sort columns): the archive run re-sorts them, compaction must not."""
+    """Archive days written under other settings (the archive run re-sorts them, compaction must not)."""
     from lakehouse.archive import vectors
     from lakehouse.archive.reader import committed_cutoff, current_encoding
 
-    want = current_encoding(definition)
-    if not want.vector_columns:
-        return set()
-    committed = committed_cutoff(paths)
-    files, _ = vectors.list_files(paths.vectors)
-    out: set[dt.date] = set()
-    seen: set[dt.date] = set()
-    for (_, day), f in vectors.current(files, committed).items():
-        if day in seen:
-            continue
-        seen.add(day)
-        try:
-            enc = vectors.encoding_of(vectors.read_schema(f.path))
-        except Exception:  # noqa: BLE001 - unreadable: leave the day alone
-            out.add(day)
-            continue
-        if enc is None or enc.key() != want.key():
-            out.add(day)
-    return out
+    return set(vectors.stale_days(paths.vectors, current_encoding(definition), committed_cutoff(paths)))
 
 
 # -- execute (Spark) --------------------------------------------------------------------------------

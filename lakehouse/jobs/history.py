@@ -19,9 +19,10 @@ from typing import Any
 from lakehouse.warehouse import delta_exists, join, scan
 
 UTC = dt.timezone.utc
-OUTCOMES = ("succeeded", "retrying", "failed")
+OUTCOMES = ("succeeded", "retrying", "failed", "aborted")
 """succeeded; retrying: a transient failure, tried again at once (with backoff); failed: a
-terminal failure, or a transient one after the last attempt."""
+terminal failure, or a transient one after the last attempt; aborted: interrupted (a second
+Ctrl-C or SIGTERM) - not the job's fault, so the next round runs it again at once."""
 
 
 def history_path(warehouse: str) -> str:

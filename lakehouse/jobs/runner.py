@@ -207,8 +207,8 @@ class Runner:
             try:
                 detail, counts = self._execute(d, x.job, lease)
             except KeyboardInterrupt:  # aborted (a second Ctrl-C or SIGTERM): recorded, then out
-                self.history.record(Run(run_id, x.job, d.name, started, self.clock(), "failed", attempt,
-                                        error="aborted (interrupted); the next run recovers", fingerprint=fp,
+                self.history.record(Run(run_id, x.job, d.name, started, self.clock(), "aborted", attempt,
+                                        error="interrupted; the next round runs it again", fingerprint=fp,
                                         trigger=self.trigger))
                 raise
             except Exception as e:  # noqa: BLE001 - recorded, then retried or reported

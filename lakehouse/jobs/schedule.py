@@ -10,6 +10,8 @@ all agree on what is due:
   (definition and table versions): not due; it is retried once something changes;
 - after transient failures (conflicts, a lease held by another) that used up their attempts: due
   again after a backoff that doubles with each failed run (capped at the interval);
+- after an aborted attempt (the scheduler was interrupted): due at once, with no backoff; the
+  job's own recovery finishes or rolls back what the aborted attempt left;
 - otherwise (the last success is from an earlier slot): due.
 """
 
@@ -72,6 +74,8 @@ def decide(job: str, table: str, interval: Duration | None, runs: list[Run], now
     if ok is not None and ok.started >= slot:
         return Decision(job, table, False, f"ran at {_at(ok.started)}; next slot {_at(nxt)} (every {interval})",
                         nxt, last)
+    if last.outcome == "aborted":
+        return Decision(job, table, True, f"aborted at {_at(last.ended)}; run again to recover", now, last)
     failed = [r for r in runs if r.outcome == "failed" and (ok is None or r.started > ok.started)]
     if last.outcome == "failed" and last.terminal:
         if last.fingerprint == fingerprint:
