@@ -903,6 +903,52 @@ def verify(obj: Ctx, table: str | None, fmt: str | None) -> None:
         _fail(f"verify: {bad[0].table}: {bad[0].name}: {bad[0].detail}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
 
 
+@cli.command()
+@click.argument("table")
+@click.option("--scope", type=click.Choice(["all", "live", "archive"]), default="all", show_default=True,
+              help="all: the split view (each row once); live or archive: that table.")
+@click.option("--day", default=None, help="Only this UTC day (YYYY-MM-DD).")
+@click.option("--history", "show_history", is_flag=True, help="Show the recorded results instead (a trend).")
+@click.option("--check", "check_name", default=None, help="With --history: only this check.")
+@click.option("--no-docs", is_flag=True, help="Do not rebuild the Data Docs.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def check(obj: Ctx, table: str, scope: str, day: str | None, show_history: bool, check_name: str | None,
+          no_docs: bool, fmt: str | None) -> None:
+    """Data-quality checks: the table's Great Expectations suite (quality: in its YAML) and the
+    built-in invariants; exit 1 when a check fails."""
+    f = obj.fmt(fmt)
+    if show_history:
+        rows = obj.lakehouse.check_history(table, check_name)
+        keys = ("at", "run_id", "scope", "day", "check", "kind", "ok", "unexpected_count", "observed", "trigger")
+        if _emit_rows(f, [{k: r[k] for k in (*keys, "sample", "detail")} for r in rows], keys):
+            return
+        if not rows:
+            click.echo(f"no quality results recorded for {table} yet (run lakehouse check {table})")
+            return
+        click.echo(f"{'at':<21} {'scope':<8} {'ok':<5} {'unexpected':>10}  check")
+        for r in rows:
+            n = "" if r["unexpected_count"] is None else str(r["unexpected_count"])
+            click.echo(f"{output.format_timestamp(r['at'])[:20]:<21} {r['scope']:<8} {'ok' if r['ok'] else 'FAIL':<5} "
+                       f"{n:>10}  {r['check']}")
+        return
+    report = obj.lakehouse.check(table, scope, _parse_day(day) if day else None, docs=not no_docs)
+    if f == "json":
+        _emit_json(report.as_dict())
+    else:
+        for c in report.checks:
+            mark = click.style("ok  ", fg="green") if c.ok else click.style("FAIL", fg="red")
+            extra = "" if c.ok else (f": {c.unexpected_count} unexpected" if c.unexpected_count is not None else "")
+            sample = "" if c.ok or not c.sample else f"; e.g. {output.dumps(c.sample[:3])}"
+            click.echo(f"{mark} {c.name}{extra}{sample}" + (f" ({c.detail})" if c.detail and not c.ok else ""))
+    if report.docs:
+        click.echo(f"Data Docs: {report.docs}", err=f == "json")
+    if not report.ok:
+        bad = report.failed
+        _fail(f"check {table}: {bad[0].name} failed" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+
+
 # -- bench ------------------------------------------------------------------------------------
 
 def _emit_bench(fmt: str, doc: dict[str, Any]) -> None:

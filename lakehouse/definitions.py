@@ -83,6 +83,9 @@ class ArchiveSettings(_Strict):
     """What the cutoff follows: ``now`` (cutoff = now - delay) or ``bound`` (cutoff =
     min(now, the table's watermark) - delay, so a day is never sealed while an attached producer
     may still write into it)."""
+    checks: Literal["off", "before_commit"] = "off"
+    """``before_commit``: run the table's quality checks on the staged day batches before the
+    archive commit; a failing check refuses the commit (the live rows stay where they are)."""
 
     @field_validator("delay", "interval", mode="before")
     @classmethod
@@ -344,6 +347,49 @@ class JobsSettings(_Strict):
         return cast(Duration | None, getattr(self, job))
 
 
+class Expectation(_Strict):
+    """One Great Expectations expectation of the ``quality:`` section: its GE name and arguments."""
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    def label(self) -> str:
+        """``expect_column_values_to_be_between(fare_total)``: how results name it."""
+        cols = [self.args[k] for k in ("column", "column_A", "column_B") if isinstance(self.args.get(k), str)]
+        cols += [", ".join(map(str, self.args[k])) for k in ("column_list", "column_set")
+                 if isinstance(self.args.get(k), (list, tuple))]
+        return f"{self.name}({', '.join(cols)})" if cols else self.name
+
+
+def _expectations(v: Any) -> Any:
+    """``quality:`` as a list of ``{expect_name: {args}}`` entries, or a mapping of expectation
+    name to its arguments (or to a list of argument mappings, to use one expectation twice)."""
+    if v is None:
+        return ()
+    if isinstance(v, dict):
+        v = [{k: a} for k, args in v.items() for a in (args if isinstance(args, list) else [args])]
+    if not isinstance(v, (list, tuple)):
+        raise ValueError("must be a list of {expect_name: {argument: value, ...}} entries")
+    out = []
+    for i, item in enumerate(v):
+        if isinstance(item, Expectation):
+            out.append(item)
+            continue
+        if isinstance(item, str):
+            item = {item: {}}
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ValueError(f"item {i}: expected one {{expect_name: {{argument: value, ...}}}} mapping, got {item!r}")
+        ((name, args),) = item.items()
+        if args is None:
+            args = {}
+        if not isinstance(name, str) or not isinstance(args, dict):
+            raise ValueError(f"item {i} ({name}): the arguments must be a mapping, got {args!r}")
+        if not all(isinstance(k, str) for k in args):
+            raise ValueError(f"item {i} ({name}): argument names must be strings")
+        out.append(Expectation(name=name, args=args))
+    return tuple(out)
+
+
 class TableDefinition(_Strict):
     """A fact table: columns, optional primary key, event time, archive settings."""
 
@@ -363,6 +409,14 @@ class TableDefinition(_Strict):
     """Producers and rowtime bounds: allowed lateness and the producers' lease."""
     jobs: JobsSettings = Field(default_factory=JobsSettings)
     """Scheduled compaction and VACUUM (``lakehouse jobs``)."""
+    quality: tuple[Expectation, ...] = ()
+    """Great Expectations expectations checked by ``lakehouse check`` (and before archive
+    commits with ``archive.checks: before_commit``)."""
+
+    @field_validator("quality", mode="before")
+    @classmethod
+    def _quality(cls, v: Any) -> Any:
+        return _expectations(v)
 
     @field_validator("name", mode="before")
     @classmethod
@@ -536,6 +590,12 @@ def _cross_check(d: TableDefinition, expected_name: str | None) -> list[str]:
                         "(e.g. {regex: 'trips_(\\d{8}T\\d{4})', format: '%Y%m%dT%H%M'})")
     if ing.sort_field == "MODIFIED_FILE_TIME" and ing.filename_time is not None:
         problems.append("ingest.filename_time: only used with sort_field TIME_IN_FILENAME")
+    if d.quality:
+        from lakehouse.quality.catalog import problems as expectation_problems
+
+        visible = names | {PARTITION_COLUMN}
+        for i, e in enumerate(d.quality):
+            problems += expectation_problems(i, e.name, e.args, visible)
     return problems
 
 

@@ -37,6 +37,11 @@ class QueryError(LakehouseError):
     """A query failed to parse or run on an engine."""
 
 
+class QualityGateFailed(LakehouseError):
+    """A quality check failed on an archive run's staged batches: the commit is refused (a
+    terminal job outcome: the data or the check must change first)."""
+
+
 class TransientError(LakehouseError):
     """A failure a later attempt can get past: a Delta conflict, a lease held by another job.
     Scheduled jobs retry these with bounded backoff; every other LakehouseError is terminal

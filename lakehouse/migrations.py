@@ -99,7 +99,8 @@ def read_history(warehouse: str) -> list[AppliedMigration]:
 
 def _record(warehouse: str, m: Migration, duration_ms: int) -> None:
     import pyarrow as pa
-    from deltalake import write_deltalake
+
+    from lakehouse.warehouse import append_records
 
     table = pa.table(
         {
@@ -110,7 +111,7 @@ def _record(warehouse: str, m: Migration, duration_ms: int) -> None:
             "duration_ms": pa.array([duration_ms], pa.int64()),
         }
     )
-    write_deltalake(history_path(warehouse), table, mode="append")
+    append_records(history_path(warehouse), table)
 
 
 def status(settings: Settings) -> MigrationStatus:

@@ -213,6 +213,25 @@ class Lakehouse:
         out.extend(saved_query_checks(self, table))
         return out
 
+    # -- quality --------------------------------------------------------------------------
+
+    def check(self, table: str, scope: str = "all", day: Any = None, docs: bool = True) -> Any:
+        """The table's quality checks: built-in invariants and its GE suite (see lakehouse.quality.check)."""
+        from lakehouse.live import check_loadable
+        from lakehouse.quality import check
+        from lakehouse.query import TableSource
+
+        d = self.definition(table)
+        check_loadable(d, self.paths(table))
+        return check.run(self.spark(), TableSource(d, self.paths(table)), self.settings.warehouse, scope, day,
+                         docs=docs)
+
+    def check_history(self, table: str, check_name: str | None = None) -> list[dict[str, Any]]:
+        from lakehouse.quality import check
+
+        self.definition(table)
+        return check.history(self.settings.warehouse, table, check_name)
+
     # -- live store -----------------------------------------------------------------------
 
     def load(self, table: str, files: list[str], fmt: str | None = None, force: bool = False) -> Any:

@@ -20,6 +20,7 @@ from lakehouse.archive.vectors import batch_order, list_files
 from lakehouse.archive.vectors import current as vectors_current
 from lakehouse.archive.vectors import read as read_vector
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.quality.invariants import SORTED, VECTORS
 from lakehouse.query import TableSource
 from lakehouse.query.compare import compare
 from lakehouse.query.split import current
@@ -54,10 +55,13 @@ def _nulls_first_violation(cols: list[str], cur: str, prev: str) -> str:
     return " OR ".join(terms) or "FALSE"
 
 
-def engine_queries(d: TableDefinition, archive_view: str) -> dict[str, tuple[str, str | None]]:
-    """Check name -> (Spark SQL over the split view ``d.name`` and ``archive_view``, invariant).
+def engine_queries(d: TableDefinition, archive_view: str, stored_view: str) -> dict[str, tuple[str, str | None]]:
+    """Check name -> (Spark SQL over the split view ``d.name``, ``archive_view`` and
+    ``stored_view`` (every stored row), invariant).
 
     The invariant, when given, is the column that must be 0 in every result row."""
+    from lakehouse.quality.invariants import count_sql, row_invariants
+
     t = _q(d.name)
     et = _q(d.event_time)
     numeric = [c.name for c in d.columns if c.type.is_numeric]
@@ -65,10 +69,6 @@ def engine_queries(d: TableDefinition, archive_view: str) -> dict[str, tuple[str
         "rows per day": (f"SELECT event_date, count(*) AS n FROM {t} GROUP BY event_date", None),
         "min/max event time per day": (
             f"SELECT event_date, min({et}) AS lo, max({et}) AS hi FROM {t} GROUP BY event_date", None),
-        "archive rows older than the cutoff": (
-            f"SELECT count(*) AS violations FROM {archive_view} WHERE {et} >= cutoff_ts", "violations"),
-        "event_date is the UTC day of the event time": (
-            f"SELECT count(*) AS violations FROM {t} WHERE event_date <> CAST({et} AS DATE)", "violations"),
     }
     if numeric:
         sums = ", ".join(f"sum(CAST({_q(c)} AS DOUBLE)) AS {_q('sum_' + c)}" for c in numeric)
@@ -76,9 +76,8 @@ def engine_queries(d: TableDefinition, archive_view: str) -> dict[str, tuple[str
     if d.has_key:
         keys = ", ".join(_q(k) for k in d.primary_key)
         qs["distinct keys"] = (f"SELECT count(*) AS n FROM (SELECT DISTINCT {keys} FROM {t}) k", None)
-        qs["keys unique across days"] = (
-            f"SELECT count(*) AS violations FROM (SELECT {keys} FROM {t} GROUP BY {keys} HAVING count(*) > 1) k",
-            "violations")
+    for inv in row_invariants(d, t, archive_view, stored_view):
+        qs[inv.name] = (count_sql(inv), "violations")
     return qs
 
 
@@ -92,14 +91,16 @@ class Verifier:
         self.spark = spark
         self.source = source
         self.d = source.definition
+        self.days: set[dt.date] | None = None
+        """Only these archive days in the file checks (``check --day``); None: all."""
         # One pair of snapshots (live first) for every check and both engines.
         self.split = current(source)
         self.live, self.archive = self.split.live, self.split.archive
 
     def run(self) -> list[Check]:
         checks = self._engine_checks()
-        checks += self._sorted_checks()
-        checks += self._vector_checks()
+        checks += self.sorted_checks()
+        checks += self.vector_checks()
         return checks
 
     # -- both engines -------------------------------------------------------------------------
@@ -120,6 +121,9 @@ class Verifier:
         at = self.split.cutoff_time
         cut = F.lit(at).cast("timestamp") if at is not None else F.lit(None).cast("timestamp")
         arch.select(*d.visible_columns).withColumn("cutoff_ts", cut).createOrReplaceTempView(archive_view)
+        stored_view = f"{d.name}__stored"
+        live = self.spark.read.format("delta").option("versionAsOf", self.split.live.version).load(p.live)
+        live.select(*d.visible_columns).unionByName(arch.select(*d.visible_columns)).createOrReplaceTempView(stored_view)
         # DuckDB views on the same snapshots
         con = duck.connect()
         con.execute(f"CREATE VIEW {duck._ident(d.name)} AS {duck.view_sql(self.split)}")
@@ -129,8 +133,13 @@ class Verifier:
             f"CREATE VIEW {duck._ident(archive_view)} AS SELECT {cols}, {cut_sql} AS cutoff_ts "
             f"FROM delta_scan('{duck._lit(p.archive)}', version => {arch_snap.version})"
         )
+        con.execute(
+            f"CREATE VIEW {duck._ident(stored_view)} AS SELECT {cols} FROM delta_scan('{duck._lit(p.live)}', "
+            f"version => {self.split.live.version}) UNION ALL BY NAME SELECT {cols} FROM "
+            f"delta_scan('{duck._lit(p.archive)}', version => {arch_snap.version})"
+        )
         out = []
-        for name, (sql, invariant) in engine_queries(d, archive_view).items():
+        for name, (sql, invariant) in engine_queries(d, archive_view, stored_view).items():
             try:
                 s = self.spark.sql(sql).toArrow()
                 k = con.execute(duck.transpile(sql)).fetch_arrow_table()
@@ -156,7 +165,9 @@ class Verifier:
         base = self.source.paths.archive.rstrip("/")
         for row in actions.select(["path", f"partition.{PARTITION_COLUMN}"]).to_pylist():
             path = row["path"] if row["path"].startswith("/") or "://" in row["path"] else f"{base}/{row['path']}"
-            out.setdefault(row[f"partition.{PARTITION_COLUMN}"], []).append(path)
+            day = row[f"partition.{PARTITION_COLUMN}"]
+            if self.days is None or day in self.days:
+                out.setdefault(day, []).append(path)
         return out, snap.cutoff
 
     def _vector_state(self) -> tuple[dict[tuple[str, dt.date], Any], dict[dt.date, str]]:
@@ -175,7 +186,7 @@ class Verifier:
         self._vstate: tuple[dict[tuple[str, dt.date], Any], dict[dt.date, str]] = (current, stale)
         return self._vstate
 
-    def _sorted_checks(self) -> list[Check]:
+    def sorted_checks(self) -> list[Check]:
         files, _ = self._day_files()
         _, stale = self._vector_state()
         bad: list[str] = []
@@ -188,10 +199,10 @@ class Verifier:
         order_all = [c for c in self.d.sort_order if c in self.d.column_names]
         detail = (bad[0] + f" (sorted by {', '.join(order_all)} expected"
                   + (f"; and {len(bad) - 1} more days)" if len(bad) > 1 else ")")) if bad else _skipped(stale)
-        return [Check(self.d.name, "archive days sorted", not bad, detail,
-                      {"days": len(files), "files": sum(len(v) for v in files.values())})]
+        return [Check(self.d.name, SORTED, not bad, detail,
+                      {"days": len(files), "files": sum(len(v) for v in files.values()), "problems": bad})]
 
-    def _vector_checks(self) -> list[Check]:
+    def vector_checks(self) -> list[Check]:
         from lakehouse.archive.reader import current_encoding
 
         d = self.d
@@ -199,7 +210,7 @@ class Verifier:
         wanted = list(current_encoding(d).vector_columns)
         wanted = [c for c in d.column_names if c in wanted]
         if not wanted or cutoff is None:
-            return [Check(d.name, "vector files decode to their day", True, "", {"files": 0})]
+            return [Check(d.name, VECTORS, True, "", {"files": 0})]
         current, stale = self._vector_state()
         problems: list[str] = []
         checked = 0
@@ -213,7 +224,7 @@ class Verifier:
                     if c not in t.column_names:
                         t = t.append_column(c, pa.nulls(t.num_rows, d.column(c).type.arrow()))
                 parts.append(t.select(wanted))
-            rows = pa.concat_tables(parts)
+            rows = pa.concat_tables(parts, promote_options="permissive")  # writers differ in nullability
             for col in wanted:
                 f = current.get((col, day))
                 if f is None:
@@ -242,8 +253,8 @@ class Verifier:
                     if i is not None:
                         problems.append(f"{f.path}: record {i} is {values[i].as_py()!r}, the archive day has {expect[i].as_py()!r}")
         detail = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else _skipped(stale)
-        return [Check(d.name, "vector files decode to their day", not problems, detail,
-                      {"files": checked, "skipped_days": len(stale)})]
+        return [Check(d.name, VECTORS, not problems, detail,
+                      {"files": checked, "skipped_days": len(stale), "problems": problems})]
 
 
 def unsorted_day(d: TableDefinition, paths: list[str]) -> str:

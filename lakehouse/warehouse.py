@@ -114,6 +114,24 @@ def scan(path: str, sql: str = "SELECT * FROM t", version: int | None = None) ->
     return pa.table(QueryBuilder().register("t", table).execute(sql).read_all())
 
 
+def append_records(path: str, table: "pa.Table", attempts: int = 10) -> None:
+    """Append a few records to a small Delta table of the warehouse (the jobs history, quality
+    results), creating it on first use; delta-rs retries a commit that races another writer's."""
+    import time
+
+    from deltalake import write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    for attempt in range(attempts):
+        try:
+            write_deltalake(path, table, mode="append", schema_mode="merge")
+            return
+        except CommitFailedError:  # raced another process's append: try again
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+
+
 def remove_tree(path: str) -> None:
     """Delete a folder of the warehouse (local only; object stores go through Spark's FS)."""
     if is_local(path):

@@ -319,6 +319,11 @@ class ArchiveJob:
                         + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
                         + "; nothing was committed; run again"
                     )
+            if plan.days and self.definition.archive.checks == "before_commit":
+                self.step = "checks"
+                t = time.monotonic()
+                self._gate(plan, staging)
+                result.timings["checks"] = time.monotonic() - t
             self.step = "commit"
             t = time.monotonic()
             self._write_run_sidecar(plan)
@@ -442,6 +447,21 @@ class ArchiveJob:
             dt.date.fromisoformat(day): rows for day, rows, _ in done
         }
 
+    def _staged(self, staging: str) -> "DataFrame":
+        """The staged day batches as Spark reads them for the commit."""
+        from pyspark.sql.types import StructType
+
+        schema = cast(StructType, StructType.fromDDL(self.definition.spark_ddl()))
+        return self.spark.read.schema(schema).option("basePath", staging).parquet(staging)
+
+    def _gate(self, plan: ArchivePlan, staging: str) -> None:
+        """``archive.checks: before_commit``: the table's quality checks on the staged batches;
+        a failing one refuses the commit (QualityGateFailed: terminal for the jobs)."""
+        from lakehouse.quality.check import gate
+
+        gate(self.spark, self.definition, self._staged(staging), cutoff_time(plan.cutoff), self.paths.warehouse,
+             self.run_id)
+
     def _commit(self, plan: ArchivePlan, staging: str) -> None:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
@@ -450,9 +470,7 @@ class ArchiveJob:
         schema = cast(StructType, StructType.fromDDL(d.spark_ddl()))
         if plan.days:
             df = (
-                self.spark.read.schema(schema)
-                .option("basePath", staging)
-                .parquet(staging)
+                self._staged(staging)
                 .select(*_archive_columns(d))
                 .repartition(self._partitions(plan), F.col(PARTITION_COLUMN))
                 .sortWithinPartitions(*_order(d))

@@ -12,11 +12,10 @@ import datetime as dt
 import json
 import os
 import socket
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.warehouse import delta_exists, join, scan
+from lakehouse.warehouse import append_records, delta_exists, join, scan
 
 UTC = dt.timezone.utc
 OUTCOMES = ("succeeded", "retrying", "failed", "aborted")
@@ -97,25 +96,13 @@ class History:
     def record(self, run: Run) -> None:
         """Append one attempt (delta-rs retries a commit that races another writer's)."""
         import pyarrow as pa
-        from deltalake import write_deltalake
-
         row = {**{k: getattr(run, k) for k in ("run_id", "job", "table_name", "started", "ended", "outcome",
                                                "attempt", "terminal", "rows", "files_before", "files_after",
                                                "bytes_before", "bytes_after", "error", "fingerprint", "trigger",
                                                "host", "pid")},
                "detail": json.dumps(run.detail, default=str, sort_keys=True),
                "recorded": dt.datetime.now(UTC)}
-        table = pa.Table.from_pylist([row], schema=_schema())
-        from deltalake.exceptions import CommitFailedError
-
-        for attempt in range(10):
-            try:
-                write_deltalake(self.path, table, mode="append", schema_mode="merge")
-                return
-            except CommitFailedError:  # raced another process's append: try again
-                if attempt == 9:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
+        append_records(self.path, pa.Table.from_pylist([row], schema=_schema()))
 
     def runs(self, table: str | None = None, job: str | None = None) -> list[Run]:
         """Every recorded attempt (of a table, a job), oldest first."""

@@ -1,0 +1,113 @@
+"""Which Great Expectations expectations exist and which arguments each takes.
+
+Validating a table's ``quality:`` section must not import Great Expectations on every command (it
+takes seconds), so the catalog (expectation name -> arguments, required arguments) is read from
+GE's own registry once per installed GE version and cached as JSON next to the venv's other
+caches; every later definition load reads the JSON. Types are checked by GE itself when the
+suite is built (``lakehouse check``), with the same file-and-field error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+INTERNAL = frozenset({"id", "batch_id", "rendered_content", "windows"})
+"""Fields every GE expectation has that a user does not set."""
+COLUMN_ARGS = ("column", "column_A", "column_B")
+COLUMN_LIST_ARGS = ("column_list", "column_set")
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    args: tuple[str, ...]
+    required: tuple[str, ...]
+
+
+def ge_version() -> str:
+    try:
+        return metadata.version("great-expectations")
+    except metadata.PackageNotFoundError:
+        return "missing"
+
+
+def _cache_dirs() -> list[Path]:
+    return [Path(sys.prefix) / "share" / "lakehouse", Path.home() / ".cache" / "lakehouse",
+            Path(tempfile.gettempdir()) / "lakehouse-cache"]
+
+
+def build() -> dict[str, Spec]:
+    """The catalog from GE's registry (imports GE: seconds)."""
+    from great_expectations.expectations.registry import (
+        get_expectation_impl,
+        list_registered_expectation_implementations,
+    )
+
+    out: dict[str, Spec] = {}
+    for name in sorted(list_registered_expectation_implementations()):
+        fields = get_expectation_impl(name).__fields__
+        args = tuple(sorted(k for k in fields if k not in INTERNAL))
+        out[name] = Spec(name, args, tuple(sorted(k for k, f in fields.items() if f.required)))
+    return out
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, Spec]:
+    """The catalog, from the cache of this GE version when there is one."""
+    name = f"ge-expectations-{ge_version()}.json"
+    for d in _cache_dirs():
+        try:
+            doc = json.loads((d / name).read_text())
+            return {k: Spec(k, tuple(v["args"]), tuple(v["required"])) for k, v in doc.items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    specs = build()
+    doc = {k: {"args": list(s.args), "required": list(s.required)} for k, s in specs.items()}
+    for d in _cache_dirs():
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = d / f".{name}.{uuid.uuid4().hex[:8]}"
+            tmp.write_text(json.dumps(doc, sort_keys=True))
+            os.replace(tmp, d / name)
+            break
+        except OSError:
+            continue
+    return specs
+
+
+def problems(index: int, name: str, args: dict[str, object], columns: set[str],
+             specs: dict[str, Spec] | None = None) -> list[str]:
+    """Why ``quality[index]`` is not a valid expectation for a table with ``columns`` ([] when it is)."""
+    import difflib
+
+    specs = catalog() if specs is None else specs
+    where = f"quality[{index}].{name}"
+    spec = specs.get(name)
+    if spec is None:
+        close = difflib.get_close_matches(name, list(specs), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else " (see Great Expectations' expectation gallery)"
+        return [f"quality[{index}]: unknown expectation {name!r}{hint}"]
+    out = []
+    for a in args:
+        if a not in spec.args:
+            close = difflib.get_close_matches(a, list(spec.args), n=1)
+            hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(spec.args)}"
+            out.append(f"{where}.{a}: unknown argument ({hint})")
+    out += [f"{where}.{a}: required argument is missing" for a in spec.required if a not in args]
+    for a in COLUMN_ARGS:
+        v = args.get(a)
+        if isinstance(v, str) and v not in columns:
+            out.append(f"{where}.{a}: unknown column {v!r}")
+    for a in COLUMN_LIST_ARGS:
+        v = args.get(a)
+        if isinstance(v, (list, tuple)):
+            out += [f"{where}.{a}: unknown column {c!r}" for c in v if isinstance(c, str) and c not in columns]
+    return out

@@ -1,0 +1,153 @@
+"""Great Expectations at the edge: the table's ``quality:`` suite run on a Spark DataFrame.
+
+GE reuses lakehouse's one Delta-enabled SparkSession (handed to the data source before GE can
+look for one of its own), so it never reconfigures, restarts or stops it. Validation results and
+Data Docs live in the warehouse: a file-backed GE project at ``<warehouse>/_quality/gx`` (suites,
+results, so the Docs list every run) and the Docs site at ``<warehouse>/_quality/docs``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.definitions import Expectation, TableDefinition
+from lakehouse.errors import DefinitionError
+from lakehouse.quality.model import CheckResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+# GE's usage analytics would reach out to the internet on every run: off unless asked for.
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+SITE = "lakehouse"
+SAMPLE = 5
+
+
+def quality_root(warehouse: str) -> str:
+    return os.path.join(warehouse, "_quality")
+
+
+def docs_index(warehouse: str) -> str:
+    return os.path.join(quality_root(warehouse), "docs", "index.html")
+
+
+def build_expectations(d: TableDefinition, source: str) -> list[Any]:
+    """GE expectation objects of the table's suite; a bad argument type is one DefinitionError
+    naming the file and field (names and arguments were checked when the definition loaded)."""
+    from great_expectations.expectations.registry import get_expectation_impl
+
+    out = []
+    for i, e in enumerate(d.quality):
+        try:
+            out.append(get_expectation_impl(e.name)(**e.args, meta={"lakehouse_index": i}))
+        except Exception as ex:  # noqa: BLE001 - pydantic's ValidationError, GE's own errors
+            raise DefinitionError(f"{source}: quality[{i}].{e.name}: {_first_error(ex)}") from None
+    return out
+
+
+def _first_error(ex: Exception) -> str:
+    errors = getattr(ex, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            loc = ".".join(str(x) for x in first.get("loc", ()) if x != "__root__")
+            return f"{loc + ': ' if loc else ''}{first.get('msg')}"
+        except Exception:  # noqa: BLE001
+            pass
+    return (str(ex).strip().splitlines() or [type(ex).__name__])[0]
+
+
+def _context(warehouse: str) -> Any:
+    import great_expectations as gx
+
+    root = quality_root(warehouse)
+    os.makedirs(root, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ctx = gx.get_context(mode="file", project_root_dir=root)
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    bars = ctx.variables.progress_bars
+    if bars is None or (bars.get("globally", True) if isinstance(bars, dict) else bars.globally):
+        ctx.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+        ctx.variables.save()  # no progress bars on stderr: our logs stay readable
+    sites = ctx.config.data_docs_sites or {}
+    for name in [n for n in sites if n != SITE]:
+        ctx.delete_data_docs_site(name)  # GE's default site under gx/uncommitted: one site only
+    if SITE not in (ctx.config.data_docs_sites or {}):
+        ctx.add_data_docs_site(SITE, {
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                              "base_directory": os.path.join(root, "docs")},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        })
+    return ctx
+
+
+def validate(spark: "SparkSession", df: "DataFrame", d: TableDefinition, warehouse: str, suite_name: str,
+             source: str, docs: bool = True) -> list[CheckResult]:
+    """Run the table's expectations on ``df`` (one GE checkpoint); one CheckResult per expectation."""
+    import great_expectations as gx
+    from great_expectations.checkpoint import UpdateDataDocsAction
+
+    expectations = build_expectations(d, source)
+    if not expectations:
+        return []
+    ctx = _context(warehouse)
+    ds = ctx.data_sources.add_or_update_spark(name="lakehouse", persist=False)
+    ds._spark = spark  # ours: GE must not build, reconfigure or restart a session
+    asset = next((a for a in ds.assets if a.name == suite_name), None) or ds.add_dataframe_asset(name=suite_name)
+    batch_def = next((b for b in asset.batch_definitions if b.name == "frame"), None) \
+        or asset.add_batch_definition_whole_dataframe("frame")
+    suite = gx.ExpectationSuite(name=suite_name, expectations=expectations)
+    suite = ctx.suites.add_or_update(suite)
+    vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(name=suite_name, data=batch_def, suite=suite))
+    fmt: dict[str, Any] = {"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE}
+    if d.primary_key:
+        fmt["unexpected_index_column_names"] = list(d.primary_key)
+    cp = ctx.checkpoints.add_or_update(gx.Checkpoint(
+        name=suite_name, validation_definitions=[vd], result_format=fmt,
+        actions=[UpdateDataDocsAction(name="docs", site_names=[SITE])] if docs else []))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = cp.run(batch_parameters={"dataframe": df})
+    out: dict[int, CheckResult] = {}
+    for vr in result.run_results.values():
+        for r in vr.results:
+            i = int((r.expectation_config.meta or {}).get("lakehouse_index", len(out)))
+            out[i] = _result(d.quality[i], r)
+    return [out[i] for i in sorted(out)]
+
+
+def _result(e: Expectation, r: Any) -> CheckResult:
+    res = dict(r.result or {})
+    err = (r.exception_info or {}) if isinstance(r.exception_info, dict) else {}
+    raised = err.get("raised_exception") or any(
+        isinstance(v, dict) and v.get("raised_exception") for v in err.values())
+    message = err.get("exception_message") or next(
+        (v.get("exception_message") for v in err.values() if isinstance(v, dict) and v.get("exception_message")), None)
+    sample = res.get("partial_unexpected_index_list") or res.get("partial_unexpected_list") or []
+    return CheckResult(
+        name=e.label(), kind="expectation", ok=bool(r.success) and not raised,
+        observed=_jsonable(res.get("observed_value")),
+        unexpected_count=res.get("unexpected_count"),
+        sample=[_jsonable(x) for x in sample[:SAMPLE]],
+        detail=f"could not run: {message}" if raised and message else "",
+    )
+
+
+def _jsonable(v: Any) -> Any:
+    """GE's values (numpy scalars among them) in the contract's JSON form."""
+    from lakehouse.output import json_value
+
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars
+        v = v.item()
+    return json_value(v)
