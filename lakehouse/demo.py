@@ -290,6 +290,7 @@ def run_demo(lh: Any, reset: bool, rows: int, days: int) -> bool:
     for c in checks:
         say(f"   {'ok  ' if c.ok else 'FAIL'} {c.name}" + (f": {c.detail}" if c.detail else ""))
     all_ok &= all(c.ok for c in checks)
+    all_ok &= quality_demo(lh, say)
     all_ok &= stream_demo(lh, say, end)
     all_ok &= jobs_demo(lh, say)
     say(click.style("\n== summary", bold=True))
@@ -299,6 +300,17 @@ def run_demo(lh: Any, reset: bool, rows: int, days: int) -> bool:
     say(f"   saved queries: {len(lh.saved_queries())}, " + ("all agree on Spark and DuckDB" if all_ok else "SOME DISAGREE"))
     say(f"   took {time.monotonic() - started:.0f}s.  Try: .venv/bin/lakehouse query \"SELECT * FROM trips LIMIT 5\" --engine duckdb")
     return all_ok
+
+
+def quality_demo(lh: Any, say: Any) -> bool:
+    """lakehouse check: the built-in invariants and the trips suite (tables/trips.yaml, quality:)."""
+    say("\n-- check: data quality (Great Expectations suite from tables/trips.yaml + built-in invariants)")
+    report = lh.check("trips")
+    for c in report.checks:
+        n = "" if c.unexpected_count is None or c.ok else f": {c.unexpected_count} unexpected, e.g. {c.sample[:2]}"
+        say(f"   {'ok  ' if c.ok else 'FAIL'} {c.kind:<11} {c.name}{n}")
+    say(f"   Data Docs: {report.docs}")
+    return bool(report.ok)
 
 
 def _pings(rng: random.Random, gateway: str, start: dt.datetime, minutes: int, per_minute: int) -> list[dict[str, Any]]:
