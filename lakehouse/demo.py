@@ -166,7 +166,7 @@ def late_file(folder: Path, end: dt.date, days: int, seed: int = 8) -> Path:
 
 def _is_lakehouse_warehouse(path: Path) -> bool:
     return all(
-        (p / "live").exists() or p.name in ("_lakehouse", "_demo_input") or p.name.startswith(".")
+        (p / "live").exists() or p.name in ("_lakehouse", "_quality", "_demo_input") or p.name.startswith(".")
         for p in path.iterdir()
     )
 

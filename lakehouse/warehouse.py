@@ -9,6 +9,9 @@ Layout (fixed by the contract so that any engine can read it)::
     <warehouse>/<table>/_staging/    parsed input waiting for its commit (transient)
     <warehouse>/_lakehouse/migrations/   Delta: applied migrations with checksums
     <warehouse>/_lakehouse/jobs/         Delta: the jobs history (every attempt of every job)
+    <warehouse>/_quality/results/        Delta: every quality check result (lakehouse check)
+    <warehouse>/_quality/docs/           Great Expectations' Data Docs (index.html)
+    <warehouse>/_quality/gx/             Great Expectations' project: suites, validation results
 """
 
 from __future__ import annotations
