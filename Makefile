@@ -8,7 +8,7 @@ JARS   := $(VENV)/share/lakehouse/jars
 POM    := lakehouse/jvm/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: all setup demo test test-fast check-tools clean lint
+.PHONY: all setup demo test test-fast check-tools clean lint notebooks
 
 all: setup
 
@@ -51,6 +51,11 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
+
+# Re-execute notebooks/*.ipynb in place, each in a kernel of this venv on a fresh warehouse, so
+# that their committed outputs come from a real run.
+notebooks: setup
+	$(BIN)/python -m tests.notebook_runner --inplace
 
 lint: setup
 	$(BIN)/ruff check lakehouse tests

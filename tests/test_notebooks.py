@@ -1,0 +1,114 @@
+"""The notebooks of notebooks/ run top to bottom on a fresh warehouse, and print what they should.
+
+Every ``notebooks/*.ipynb`` is executed (a new notebook is picked up by the glob) in a kernel of
+the running venv (tests/notebook_runner.py): a copy of it in a temporary working folder, with
+TMPDIR there too, so the project each notebook makes with ``tempfile.mkdtemp`` is cleaned up with
+the test. A cell that raises fails the test with its source and error. Then the values the
+cells printed are checked: per notebook, the relations in CHECKS below (a notebook without an
+entry is only run). ``make notebooks`` re-executes them in place for their committed outputs.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.notebook_runner import NOTEBOOKS, CellFailed, Run, execute
+
+PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def grab(text: str, pattern: str) -> tuple[str, ...]:
+    """The groups of the first match of ``pattern`` in what the notebook printed."""
+    m = re.search(pattern, text)
+    assert m, f"the notebook did not print a line matching {pattern!r}; it printed:\n{text}"
+    return m.groups()
+
+
+def num(text: str, pattern: str) -> int:
+    (value,) = grab(text, pattern)
+    return int(value)
+
+
+def check_quickstart(text: str, run: Run) -> None:
+    assert grab(text, r"migrations applied: (\S+)") == ("0001_create_trips",)
+    rows_in, loaded, rejected = map(int, grab(text, r"input rows (\d+) = loaded (\d+) \+ rejected (\d+): True"))
+    assert rows_in == loaded + rejected and loaded > 0 and rejected > 0
+    assert num(text, r"rows loaded: (\d+)") == loaded
+    assert num(text, r"rows rejected: (\d+)") == rejected
+    assert grab(text, r"days archived: (.*)") == ("2026-03-01, 2026-03-02",)
+    archived = num(text, r"rows archived: (\d+)")
+    live_before, live_after, archive = map(int, grab(text, r"live (\d+) = live (\d+) \+ archive (\d+): True"))
+    assert archived == archive > 0 and live_before == live_after + archive and live_after > 0
+    before = num(text, r"rows before archiving: (\d+)")
+    assert before == live_before == num(text, r"rows after archiving: (\d+)")
+    assert num(text, r"split view by hand on DuckDB: (\d+) rows") == before
+    grab(text, r"engines agree: (True)")
+    checks = num(text, r"verify: (\d+) checks, 0 failed")
+    assert checks >= 10 and "FAIL" not in text
+
+
+def check_archive_internals(text: str, run: Run) -> None:
+    loaded = re.findall(r"(\w+): (\d+) input rows: (\d+) loaded, (\d+) rejected; rows archived: (\d+)", text)
+    assert [t for t, *_ in loaded] == ["trips", "trips_by_driver"]
+    assert len({tuple(rest) for _, *rest in loaded}) == 1  # the same rows in both tables
+    assert num(text, r"city_id runs: (\d+)") == 5
+    grab(text, r"every city_id run end is a status run end: (True)")
+    grab(text, r"every status run end is a driver_id run end: (True)")
+    grab(text, r"vector files decode to the day's rows: (True)")
+    by_hand = tuple(map(int, grab(text, r"lookup by hand: \[(\d+), (\d+)\) = (\d+) records")))
+    api = tuple(map(int, grab(text, r"lh\.lookup: \[(\d+), (\d+)\) = (\d+) records")))
+    assert by_hand == api and api[2] == api[1] - api[0] > 0
+    assert num(text, r"SQL count on spark: (\d+)") == num(text, r"SQL count on duckdb: (\d+)") == api[2]
+    parquet, vector, raw = (num(text, rf"{w} bytes: (\d+)") for w in ("parquet", "vector file", "raw arrow"))
+    assert 0 < parquet < vector < raw * 1.1
+    city = grab(text, r"trips: runs city_id=(\d+), status=(\d+), driver_id=(\d+) \(total (\d+)\); "
+                      r"sort-column vector bytes (\d+)")
+    driver = grab(text, r"trips_by_driver: runs driver_id=(\d+), status=(\d+), city_id=(\d+) \(total (\d+)\); "
+                        r"sort-column vector bytes (\d+)")
+    c, d = list(map(int, city)), list(map(int, driver))
+    assert c[2] == d[2]  # the last sort column: one run per distinct combination, in either order
+    assert c[3] < d[3] and c[4] < d[4]  # low cardinality first: fewer runs, smaller vector files
+    assert run.images() >= 2
+
+
+CHECKS: dict[str, Callable[[str, Run], None]] = {
+    "01_quickstart": check_quickstart,
+    "02_archive_internals": check_archive_internals,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_notebook(path: Path, tmp_path: Path) -> None:
+    import nbformat
+
+    committed = nbformat.read(path, as_version=4)
+    assert any(c.get("outputs") for c in committed.cells if c.cell_type == "code"), \
+        f"{path.name} is committed without outputs: run `make notebooks`"
+    work, tmp = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    tmp.mkdir()
+    copy = work / path.name
+    shutil.copy(path, copy)
+    try:
+        run = execute(copy, work, tmp)
+    except CellFailed as e:
+        pytest.fail(str(e), pytrace=False)
+    assert all(c.execution_count for c in run.code_cells()), "a code cell did not run"
+    text = run.text()
+    assert str(tmp) not in text, "a notebook printed a temporary path (print paths relative to the project)"
+    check = CHECKS.get(path.stem)
+    if check is not None:
+        check(text, run)
+
+
+def test_every_notebook_is_collected() -> None:
+    """The glob finds the notebooks, and every entry of CHECKS names one."""
+    stems = {p.stem for p in PATHS}
+    assert {"01_quickstart", "02_archive_internals"} <= stems
+    assert set(CHECKS) <= stems
