@@ -277,13 +277,16 @@ def test_staged_rows_are_checked_against_the_plan():
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_a_backfill_of_3000_days_archives_purges_and_archives_again(project, spark):
+def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spark):
+    """Years of history in one run: day predicates of several IN lists (500 days each), one
+    vector run per day, the purge and a second run merging late rows into old days. (3,000 days
+    and more: ``lakehouse bench backfill``.)"""
     from lakehouse.archive import vectors
     from lakehouse.bench import BENCH_TABLE, generate_live
     from lakehouse.warehouse import row_count
 
     p = project.table(BENCH_TABLE).create("bench")
-    days, rows = 3000, 3600
+    days, rows = 1200, 2400
     today = dt.datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start = today - dt.timedelta(days=days + 2)
     generate_live(spark, p.lh.paths("bench").live, rows, start, days)

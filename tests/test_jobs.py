@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,7 +18,7 @@ from lakehouse.archive.vectors import batch_order
 from lakehouse.errors import CommitConflict, LakehouseError
 from lakehouse.jobs import compact
 from lakehouse.jobs.files import layout
-from tests.conftest import TRIPS_SMALL
+from tests.conftest import TRIPS_SMALL, Project
 
 pytestmark = pytest.mark.spark
 
@@ -37,17 +38,24 @@ def batch(tag: str, n: int, rnd: random.Random, days: list[dt.date]) -> list[lis
             for i in range(n)]
 
 
-@pytest.fixture
-def table(project, spark):
-    """Three archived days (each one file, too big for the 8KB target) and a live day of small files."""
-    p = project.table(TRIPS_SMALL + JOBS_YAML).create("trips")
+@pytest.fixture(scope="module")
+def template(tmp_path_factory, spark) -> Path:
+    """Three archived days (each one file, too big for the 8KB target) and a live day of small
+    files: built once, copied for each test."""
+    p = Project(tmp_path_factory.mktemp("jobs") / "template").table(TRIPS_SMALL + JOBS_YAML).create("trips")
     rnd = random.Random(7)
     for b in range(3):
         p.lh.load("trips", [p.csv(f"a{b}.csv", HEADER, batch(f"a{b}", 1500, rnd, DAYS))])
     p.lh.archive("trips", now=ts("2026-11-19T00:00:00Z"))
     for b in range(4):
         p.lh.load("trips", [p.csv(f"l{b}.csv", HEADER, batch(f"l{b}", 40, rnd, [dt.date(2026, 11, 18)]))])
-    return p
+    return p.root
+
+
+@pytest.fixture
+def table(template, tmp_path):
+    shutil.copytree(template, tmp_path / "proj")
+    return Project(tmp_path / "proj")
 
 
 def day_rows(p, day: dt.date, version: int | None = None) -> list[dict]:
