@@ -278,3 +278,62 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     assert (tmp_path / "empty.png").stat().st_size > 0
     with pytest.raises(LakehouseError, match="lateness t: cannot write the plot to"):
         write_png(p, str(tmp_path / "no" / "such" / "dir" / "x.png"))
+
+
+# -- the gathering, on Delta tables written by delta-rs (no Spark) ----------------------------------
+
+
+def test_gather_joins_rows_to_their_release_and_skips_archived_rows_not_purged(tmp_path: Path) -> None:
+    import pyarrow as pa
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    from lakehouse import rejects
+    from lakehouse.archive.state import CUTOFF_APP_ID
+    from lakehouse.definitions import parse_definition
+    from lakehouse.lateness.gather import arrivals
+    from lakehouse.lateness.gather import profile as gather_profile
+    from lakehouse.stream.engine import APP_ID
+
+    d = parse_definition({"name": "c", "columns": [{"name": "u", "type": "long"},
+                                                   {"name": "at", "type": "timestamp", "nullable": False}],
+                          "event_time": "at", "archive": {"delay": "1h"}}, "c.yaml")
+    p = TablePaths(str(tmp_path), "c")
+    t = dt.datetime(2026, 11, 20, 12, tzinfo=dt.timezone.utc)
+    hour = dt.timedelta(hours=1)
+
+    def frame(rows: list[tuple[int, dt.datetime, str]]) -> pa.Table:
+        return pa.table({"u": pa.array([r[0] for r in rows], pa.int64()),
+                         "at": pa.array([r[1] for r in rows], pa.timestamp("us", tz="UTC")),
+                         "_lh_load": pa.array([r[2] for r in rows]),
+                         "event_date": pa.array([r[1].date() for r in rows], pa.date32())})
+
+    def us(x: dt.datetime) -> int:
+        return int(x.timestamp()) * US
+
+    # live: u1 (load-1, release 1), u2 (load-2), u3 archived but not purged yet, u5 load-1's second release
+    write_deltalake(p.live, frame([(1, t, "load-1"), (2, t - 3 * hour, "load-2"), (3, t - 5 * hour, "load-1"),
+                                   (5, t + hour, "load-1")]),
+                    partition_by=["event_date"], commit_properties=CommitProperties(app_transactions=[Transaction(APP_ID, 3)]))
+    write_deltalake(p.archive, frame([(3, t - 5 * hour, "load-1"), (4, t - 6 * hour, "load-0")]),
+                    partition_by=["event_date"],
+                    commit_properties=CommitProperties(app_transactions=[Transaction(CUTOFF_APP_ID, int((t - 4 * hour).timestamp()))]))
+    write_deltalake(p.rejects, pa.table({"source": ["f"], "line": [1], "record": ["{}"], "reason": [rejects.LATE_ROW],
+                                         "at": pa.array([t], pa.timestamp("us", tz="UTC")), "load_id": ["x"],
+                                         "producer": ["b"], "bound": pa.array([t], pa.timestamp("us", tz="UTC"))}))
+    ledger.record(p, 1, us(t) + 60 * US, [{"load": "load-1", "producer": "a", "after": None, "upto": us(t), "rows": 2}])
+    ledger.record(p, 2, us(t) + 120 * US, [{"load": "load-2", "producer": "b", "after": None, "upto": us(t), "rows": 1}])
+    ledger.record(p, 3, us(t) + 7200 * US, [{"load": "load-1", "producer": "a", "after": us(t), "upto": us(t + hour), "rows": 1}])
+    ledger.record(p, 4, us(t) + 9999 * US, [{"load": "load-9", "producer": "z", "after": None, "upto": us(t), "rows": 1}])
+    rows = arrivals(d, p)
+    got = sorted(zip(rows.source.tolist(), rows.loaded_us.tolist(), rows.event_s.tolist(), rows.in_live.tolist(),
+                     rows.count.tolist()))
+    assert got == sorted([
+        ("a", us(t) + 60 * US, int(t.timestamp()), True, 1),  # u1
+        ("a", us(t) + 60 * US, int((t - 5 * hour).timestamp()), False, 1),  # u3, from the archive only
+        ("b", us(t) + 120 * US, int((t - 3 * hour).timestamp()), True, 1),  # u2
+        ("a", us(t) + 7200 * US, int((t + hour).timestamp()), True, 1),  # u5: load-1's second release
+    ])
+    assert rows.unknown == 1  # u4: loaded before the ledger
+    prof = gather_profile(d, p, 0.5, now=t + 3 * hour)
+    assert prof.rows == 4 and prof.rejected_late == {"rows": 1, "by_producer": {"b": 1}}
+    assert arrivals(d, p, since_us=us(t - 4 * hour)).rows == 3  # u3 falls out of the window
