@@ -337,3 +337,5 @@ def test_gather_joins_rows_to_their_release_and_skips_archived_rows_not_purged(t
     prof = gather_profile(d, p, 0.5, now=t + 3 * hour)
     assert prof.rows == 4 and prof.rejected_late == {"rows": 1, "by_producer": {"b": 1}}
     assert arrivals(d, p, since_us=us(t - 4 * hour)).rows == 3  # u3 falls out of the window
+    assert gather_profile(d, p, 0.5, days=1, now=t + 3 * hour).rejected_late["rows"] == 1
+    assert gather_profile(d, p, 0.5, days=1, now=t + 48 * hour).rejected_late["rows"] == 0  # rejected before the window

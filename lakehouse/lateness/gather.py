@@ -81,13 +81,20 @@ def arrivals(definition: TableDefinition, paths: TablePaths, since_us: int | Non
     con = connect()
     try:
         con.register("loads", loads)
-        groups = con.execute(sql).fetch_arrow_table().to_pylist()
+        groups = con.execute(sql).fetch_arrow_table()
     finally:
         con.close()
-    known = [(g["source"], g["loaded_us"], g["event_s"], g["in_live"], g["n"]) for g in groups
-             if g["loaded_us"] is not None]
-    unknown = sum(int(g["n"]) for g in groups if g["loaded_us"] is None)
-    return Arrivals.of(known, unknown)
+    import numpy as np
+    import pyarrow.compute as pc
+
+    known = groups.filter(pc.is_valid(groups["loaded_us"]))
+    unknown = int(pc.sum(groups.filter(pc.is_null(groups["loaded_us"]))["n"]).as_py() or 0)
+
+    def col(name: str, kind: Any) -> Any:
+        return known[name].to_numpy(zero_copy_only=False).astype(kind)
+
+    return Arrivals(col("source", object), col("loaded_us", np.int64), col("event_s", np.int64),
+                    col("in_live", bool), col("n", np.int64), unknown)
 
 
 def cutoff_history(paths: TablePaths) -> tuple[list[int], list[int]]:
@@ -98,22 +105,21 @@ def cutoff_history(paths: TablePaths) -> tuple[list[int], list[int]]:
     return [c.at_ms * 1000 for c in h], [c.cutoff for c in h]
 
 
-def rejected_late(warehouse: str, table: str, since_us: int | None = None) -> dict[str, int]:
-    """Rows rejected ``late_row`` (behind their producer's bound), per producer; only those
-    rejected at or after ``since_us``."""
+def rejected_late(paths: TablePaths, since_us: int | None = None) -> dict[str, int]:
+    """Rows rejected ``late_row`` (behind their producer's bound) per producer, rejected at or
+    after ``since_us`` (read with delta-rs: counted, not fetched)."""
     from lakehouse import rejects
+    from lakehouse.errors import TableNotFound
+    from lakehouse.warehouse import delta_exists, open_delta, scan
 
-    since = None if since_us is None else dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=since_us)
-    out: dict[str, int] = {}
-    for r in rejects.read(warehouse, table):
-        if r["reason"] != rejects.LATE_ROW:
-            continue
-        at = r["at"]
-        if since is not None and at is not None and (at if at.tzinfo else at.replace(tzinfo=UTC)) < since:
-            continue
-        name = r.get("producer") or r.get("source") or "?"
-        out[name] = out.get(name, 0) + 1
-    return out
+    if not delta_exists(paths.rejects):
+        raise TableNotFound(f"table {paths.name!r} has no rejects table; run `lakehouse migrate`")
+    if "producer" not in {f.name for f in open_delta(paths.rejects).schema().fields}:
+        return {}  # a rejects table older than streams: no row was rejected late
+    when = "" if since_us is None else f" AND at >= to_timestamp_micros({int(since_us)})"
+    t = scan(paths.rejects, "SELECT coalesce(producer, source) AS producer, count(*) AS n FROM t "
+                            f"WHERE reason = '{rejects.LATE_ROW}'{when} GROUP BY 1")
+    return {str(r["producer"]): int(r["n"]) for r in t.to_pylist()}
 
 
 def profile(definition: TableDefinition, paths: TablePaths, fraction: float, days: int | None = None,
@@ -130,5 +136,5 @@ def profile(definition: TableDefinition, paths: TablePaths, fraction: float, day
     since_us = None if days is None else now_us - int(days) * 86_400 * 1_000_000
     rows = arrivals(definition, paths, since_us)
     commits_us, cutoffs = cutoff_history(paths)
-    return build(definition.name, rows, commits_us, cutoffs, rejected_late(paths.warehouse, definition.name, since_us),
+    return build(definition.name, rows, commits_us, cutoffs, rejected_late(paths, since_us),
                  definition.archive.delay.millis, fraction, now_us, since_us)
