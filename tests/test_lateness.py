@@ -158,6 +158,15 @@ def test_late_path_against_the_cutoff_history() -> None:
     assert lp.wait_s.tolist() == [-1, 300, -1, 400, -1, 300]
 
 
+def test_a_live_row_below_the_latest_cutoff_is_waiting() -> None:
+    # stamped at T0+450, before the run that committed cutoff T0-500 at T0+500, which did not take it
+    commits = np.array([(T0 + 100) * US, (T0 + 500) * US])
+    lp = late_path(np.array([(T0 + 450) * US] * 2), np.array([T0 - 600] * 2), np.array([True, False]), commits,
+                   np.array([T0 - 1000, T0 - 500]), now_us=(T0 + 1000) * US)
+    assert lp.late.tolist() == [True, False] and lp.waiting.tolist() == [True, False]
+    assert lp.wait_s.tolist() == [550, -1]
+
+
 def test_no_archive_run_means_no_late_path() -> None:
     lp = late_path(np.array([T0 * US]), np.array([T0 - 10**6]), np.array([True]), np.array([], np.int64),
                    np.array([], np.int64), now_us=T0 * US)

@@ -13,9 +13,11 @@ delay is never below the cutoff when it is loaded (the cutoff is at most now - d
 the archive interval.
 
 The late path: a row whose event time was already below the archive cutoff in force when it was
-loaded (the cutoff of the last archive commit at or before the load). It waits in live, hidden
-by the split view, until the next archiving run merges it into its archived day: its wait is
-the load time to the first archive commit after it; a row still in live is waiting.
+loaded (the cutoff of the last archive commit at or before the load), or any row still in live
+below the latest cutoff. It waits in live, hidden by the split view, until the next archiving
+run merges it into its archived day: its wait is the load time to the first archive commit
+after it (a release that raced an archiving run counts from that run, so a wait can come out
+one run short); a row still in live is waiting, for now - load time so far.
 """
 
 from __future__ import annotations
@@ -168,7 +170,9 @@ class LatePath:
 def late_path(loaded_us: np.ndarray, event_s: np.ndarray, in_live: np.ndarray, commits_us: np.ndarray,
               cutoffs: np.ndarray, now_us: int) -> LatePath:
     """Classify groups against the archive's cutoff history (commit times in micros, ascending,
-    with the cutoff each committed, in epoch seconds)."""
+    with the cutoff each committed, in epoch seconds): late when the event time is below the
+    cutoff of the last commit at or before the load, or when the row is still in live below the
+    latest cutoff."""
     loaded_us = np.asarray(loaded_us, np.int64)
     event_s = np.asarray(event_s, np.int64)
     in_live = np.asarray(in_live, bool)
@@ -180,7 +184,10 @@ def late_path(loaded_us: np.ndarray, event_s: np.ndarray, in_live: np.ndarray, c
         then = np.where(before >= 0, cutoffs[np.clip(before, 0, n - 1)], np.iinfo(np.int64).min)
     else:
         then = np.full(len(loaded_us), np.iinfo(np.int64).min, np.int64)
-    late = event_s < then
+    # a live row below today's cutoff waits on the late path whatever the times say (its release
+    # was stamped just before an archiving run committed, and that run did not take it)
+    current = cutoffs[-1] if n else np.iinfo(np.int64).min
+    late = (event_s < then) | (in_live & (event_s < current))
     archived = late & ~in_live
     waiting = late & in_live
     after = before + 1
