@@ -1,7 +1,8 @@
 """``lakehouse lateness`` end to end on real Spark + Delta, read by DuckDB: arrivals generated
-with known delay distributions (source ``load``: exponential, mean 1h; producer ``app``: uniform
-over 0..7.5h; producer ``backfill``: about 50h), an archiving run, a second batch whose rows
-below the cutoff take the late path, a producer whose rows are rejected late, a second run.
+with known delay distributions (source ``load``: exponential, mean 1h, and 40 rows backfilled
+about 50h late; producer ``app``: uniform over 0..7.5h) after a first archiving run (on the
+empty table; delay 6h), so the rows below its cutoff take the late path; 5 rows of app's 10 days
+old, rejected late; a second run that merges the late rows into the archive.
 
 Event times are whole seconds before the wall clock at generation; load times are the wall
 clock at the release into live, a few seconds later: the measured lateness is the drawn delay
@@ -51,41 +52,25 @@ class Scenario:
 
     def __init__(self) -> None:
         self.delays: dict[str, list[int]] = {"load": [], "app": [], "backfill": []}
-        self.events: dict[str, list[int]] = {"load": [], "app": [], "backfill": []}
-        self.batch_b: dict[str, list[int]] = {"load": [], "app": []}
+        self.events: dict[str, list[int]] = {"load": [], "app": []}
         self.next_id = 0
         self.cutoff1 = 0
-        self.loaded_b = (0.0, 0.0)
+        self.loaded = (0.0, 0.0)
         self.archived2 = (0.0, 0.0)
         self.before: Any = None
         self.after: Any = None
         self.recent: Any = None
 
-    def rows(self, source: str, delays: np.ndarray, batch_b: bool = False) -> list[dict[str, Any]]:
+    def rows(self, source: str, delays: np.ndarray, kind: str | None = None) -> list[dict[str, Any]]:
         now = int(time.time())
         out = []
         for d in delays.tolist():
             self.next_id += 1
             t = now - int(d)
-            self.delays[source].append(int(d))
+            self.delays[kind or source].append(int(d))
             self.events[source].append(t)
-            if batch_b:
-                self.batch_b[source].append(t)
-            out.append({"id": self.next_id, "src": source, "at": dt.datetime.fromtimestamp(t, UTC)})
+            out.append({"id": self.next_id, "src": kind or source, "at": dt.datetime.fromtimestamp(t, UTC)})
         return out
-
-
-def load_csv(p: Project, s: Scenario, name: str, delays: np.ndarray, batch_b: bool = False) -> None:
-    rows = s.rows("load", delays, batch_b)
-    path = p.csv(name, ["id", "src", "at"], [[r["id"], r["src"], r["at"].isoformat()] for r in rows])
-    r = p.lh.load("clicks", [path])
-    assert r.rows_loaded == len(rows)
-
-
-def insert(p: Project, s: Scenario, producer: str, delays: np.ndarray, batch_b: bool = False) -> None:
-    rows = s.rows(producer, delays, batch_b)
-    with p.lh.table("clicks").producer(producer) as prod:
-        assert prod.insert(rows).rows_loaded == len(rows)
 
 
 @pytest.fixture(scope="module")
@@ -94,20 +79,21 @@ def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Proj
     p.table(TABLE).create("clicks")
     s = Scenario()
     rng = np.random.default_rng(20261123)
-    # batch A: before any archiving run (no row can take the late path)
-    load_csv(p, s, "a.csv", np.ceil(rng.exponential(HOUR, 1500)))
-    insert(p, s, "app", np.ceil(rng.uniform(0, 7.5 * HOUR, 1500)))
-    insert(p, s, "backfill", np.ceil(rng.uniform(50 * HOUR, 51 * HOUR, 40)))
-    s.cutoff1 = p.lh.archive("clicks").plan.cutoff
-    # batch B: rows already below the cutoff wait in live
+    s.cutoff1 = p.lh.archive("clicks").plan.cutoff  # now - 6h, on an empty table
     started = time.time()
-    load_csv(p, s, "b.csv", np.ceil(rng.exponential(HOUR, 500)), batch_b=True)
-    insert(p, s, "app", np.ceil(rng.uniform(0, 7.5 * HOUR, 500)), batch_b=True)
-    s.loaded_b = (started, time.time())
-    old = [{"id": 10**6 + i, "src": "old", "at": dt.datetime.now(UTC) - dt.timedelta(days=10)} for i in range(5)]
-    with p.lh.table("clicks").producer("old") as prod:  # 10 days behind the stream's bound: rejected late
-        assert prod.insert(old).rows_late == 5
-    s.before = p.lh.lateness("clicks")
+    # source load: exponential delays, and 40 backfilled rows about 50h late
+    rows = s.rows("load", np.ceil(rng.exponential(HOUR, 2000)))
+    rows += s.rows("load", np.ceil(rng.uniform(50 * HOUR, 51 * HOUR, 40)), kind="backfill")
+    path = p.csv("a.csv", ["id", "src", "at"], [[r["id"], r["src"], r["at"].isoformat()] for r in rows])
+    assert p.lh.load("clicks", [path]).rows_loaded == 2040
+    rows = s.rows("app", np.ceil(rng.uniform(0, 7.5 * HOUR, 2000)))  # producer app: uniform delays
+    # and 5 rows 10 days old: more than stream.allowed_lateness (3d) behind the bound, rejected late
+    rows += [{"id": 10**6 + i, "src": "old", "at": dt.datetime.now(UTC) - dt.timedelta(days=10)} for i in range(5)]
+    with p.lh.table("clicks").producer("app") as prod:
+        r = prod.insert(rows).as_dict()
+        assert (r["rows_loaded"], r["rows_late"]) == (2000, 5)
+    s.loaded = (started, time.time())
+    s.before = p.lh.lateness("clicks")  # rows below cutoff1 wait in live
     started = time.time()
     p.lh.archive("clicks")
     s.archived2 = (started, time.time())
@@ -118,7 +104,7 @@ def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Proj
 
 def test_percentiles_and_suggestion_match_the_known_distributions(scenario: tuple[Project, Scenario]) -> None:
     _, s = scenario
-    prof = s.recent  # the last day: load and app, not the backfill
+    prof = s.recent  # the last day: load's exponential rows and app's uniform ones, not the backfill
     drawn = np.array(s.delays["load"] + s.delays["app"])
     assert prof.rows == len(drawn) == 4000 and prof.unknown == 0
     for key, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999)):
@@ -142,30 +128,32 @@ def test_percentiles_and_suggestion_match_the_known_distributions(scenario: tupl
 def test_per_source_numbers_and_rejected_late(scenario: tuple[Project, Scenario]) -> None:
     _, s = scenario
     by = {x.source: x for x in s.after.sources}
-    assert sorted(by) == ["app", "backfill", "load", "old"]
-    assert {n: by[n].rows for n in by} == {"load": 2000, "app": 2000, "backfill": 40, "old": 0}
-    assert {n: by[n].rejected_late for n in by} == {"load": 0, "app": 0, "backfill": 0, "old": 5}
-    assert s.after.rejected_late == {"rows": 5, "by_producer": {"old": 5}}
+    assert {n: by[n].rows for n in by} == {"load": 2040, "app": 2000}
+    assert {n: by[n].rejected_late for n in by} == {"load": 0, "app": 5}
+    assert s.after.rejected_late == {"rows": 5, "by_producer": {"app": 5}}
     back = np.array(s.delays["backfill"])
-    assert int(back.min()) <= by["backfill"].percentiles["p50"] <= int(back.max()) + LATENCY
-    assert by["old"].percentiles["p50"] is None
-    assert {x.source for x in s.recent.sources} == {"load", "app", "old"}  # the backfill is older than a day
+    assert int(back.max()) <= by["load"].percentiles["max"] <= int(back.max()) + LATENCY
+    assert {x.source: x.rows for x in s.recent.sources} == {"load": 2000, "app": 2000}
 
 
 def test_late_path_counts_and_waits(scenario: tuple[Project, Scenario]) -> None:
     _, s = scenario
-    expected = {n: sum(1 for t in s.batch_b[n] if t < s.cutoff1) for n in ("load", "app")}
+    # every row was loaded after the first run: those below its cutoff took the late path
+    expected = {n: sum(1 for t in s.events[n] if t < s.cutoff1) for n in ("load", "app")}
     total = sum(expected.values())
-    assert expected["app"] > 50  # uniform over 7.5h against a 6h delay: about a fifth of the batch
+    assert expected["app"] > 300 and expected["load"] >= 40  # a fifth of app's, load's tail and the backfill
     before = s.before.late_path
     assert (before["rows"], before["waiting"], before["archived"]) == (total, total, 0)
-    assert 0 <= before["waiting_longest"] <= s.loaded_b[1] - s.loaded_b[0] + LATENCY
+    assert 0 <= before["waiting_longest"] <= s.archived2[0] - s.loaded[0] + LATENCY
     after = s.after.late_path
     assert (after["rows"], after["waiting"], after["archived"]) == (total, 0, total)
     assert after["share"] == pytest.approx(total / 4040)
-    longest = s.archived2[1] - s.loaded_b[0]
+    longest = s.archived2[1] - s.loaded[0]
     assert 0 < after["wait"]["p50"] <= after["wait"]["max"] <= longest + 2, (after, longest)
-    assert {x.source: x.late_path for x in s.after.sources} == {**expected, "backfill": 0, "old": 0}
+    assert {x.source: x.late_path for x in s.after.sources} == expected
+    assert s.recent.late_path["rows"] == total - 40  # the last day leaves the backfill out
+    # the second run archived rows above the first cutoff too: those were not late
+    assert s.after.rows - total > 0
 
 
 def test_cli_json_and_plot(scenario: tuple[Project, Scenario], tmp_path: Path) -> None:
@@ -176,7 +164,7 @@ def test_cli_json_and_plot(scenario: tuple[Project, Scenario], tmp_path: Path) -
     doc = json.loads(r.stdout)
     assert doc["table"] == "clicks" and doc["fraction"] == 0.99 and doc["rows"] == 4000
     assert list(doc["lateness"]) == ["p50", "p90", "p99", "p99.9", "max"]
-    assert doc["late_path"]["rows"] == s.after.late_path["rows"] and doc["rejected_late"]["rows"] == 5
+    assert doc["late_path"]["rows"] == s.recent.late_path["rows"] and doc["rejected_late"]["rows"] == 5
     assert doc["delay"]["needed_seconds"] == doc["lateness"]["p99"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = cli(p, "lateness", "clicks")
