@@ -260,6 +260,14 @@ class Lakehouse:
         self.definition(table)
         return rejects.read(self.settings.warehouse, table)
 
+    def lateness(self, table: str, fraction: float = 0.999, days: int | None = None, now: Any = None) -> Any:
+        """How late ``table``'s rows arrive, the late path, rows rejected late and the archive
+        delay that keeps ``fraction`` of the rows out of the late path (a
+        ``lakehouse.lateness.core.Profile``; ``days``: the last N days of event time; no Spark)."""
+        from lakehouse.lateness.gather import profile
+
+        return profile(self.definition(table), self.paths(table), fraction, days, now)
+
     # -- streams --------------------------------------------------------------------------
 
     def table(self, name: str) -> Any:

@@ -49,6 +49,51 @@ def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
     return Snapshot(int(snap.version()), cutoff)
 
 
+@dataclass(frozen=True)
+class CutoffCommit:
+    """An archive commit that moved the cutoff: when (Delta's commit timestamp) and to what."""
+
+    version: int
+    at_ms: int
+    cutoff: int
+
+
+def cutoff_history(path: str) -> list[CutoffCommit]:
+    """The archive commits that moved the cutoff, oldest first, as far back as the Delta log
+    goes (no Spark): each run's SetTransaction read from its commit file, timestamps as
+    ``--as-of`` sees them. When older commit files were cleaned up, the first entry is the
+    oldest readable version with the cutoff its checkpoint holds."""
+    import json
+
+    from lakehouse.archive.vectors import filesystem
+    from lakehouse.query.asof import commits
+    from lakehouse.warehouse import join
+
+    found = commits(path)
+    if not found:
+        return []
+    fs, root = filesystem(join(path, "_delta_log"))
+    out: list[CutoffCommit] = []
+    for c in found:
+        try:
+            with fs.open_input_stream(f"{root}/{c.version:020d}.json") as f:
+                text = f.read().decode("utf-8")
+        except (FileNotFoundError, OSError):
+            continue  # only in a checkpoint now (the commit file was cleaned up)
+        for line in text.splitlines():
+            if '"txn"' not in line:
+                continue
+            txn = json.loads(line).get("txn") or {}
+            if txn.get("appId") == CUTOFF_APP_ID and (not out or int(txn["version"]) > out[-1].cutoff):
+                out.append(CutoffCommit(c.version, c.ms, int(txn["version"])))
+    first = found[0]
+    if first.version > 0:  # older commits were cleaned up: the cutoff as of the oldest readable version
+        start = read_snapshot(path, first.version)
+        if start is not None and start.cutoff is not None and (not out or out[0].cutoff > start.cutoff):
+            out.insert(0, CutoffCommit(first.version, first.ms, start.cutoff))
+    return out
+
+
 # -- the outcome of the last runs, for ``lakehouse tables`` ------------------------------------------
 
 STATUS_FILE = "archive-status.json"

@@ -8,7 +8,9 @@ number) [``stream_after_plan``]; its rows are committed into live in one commit 
 SetTransaction (``lakehouse.stream``, release number) and B in the commit's metadata
 [``stream_during_release``, ``stream_after_live``]; then it is applied to the state
 [``stream_after_state``]. A pending release is applied at once when live already holds its
-number, else committed again: no row is lost or doubled whatever the instant of a crash.
+number, else committed again: no row is lost or doubled whatever the instant of a crash. Just
+before each commit, the release's line of the loads ledger (``lakehouse.stream.ledger``: when,
+which inserts, which event-time ranges) is appended; readers take only committed releases.
 
 Inserted rows are the staging of the one write path (``lakehouse.ingest.batch``): a segment
 names the staging folder, which the stream removes once every row of it is released.
@@ -33,6 +35,7 @@ from lakehouse.definitions import LOAD_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.ingest.blocks import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.live import SEQ_COLUMN, commit_live
+from lakehouse.stream import ledger
 from lakehouse.stream.model import Event, Release, Segment, StreamError, StreamState, fmt
 from lakehouse.stream.store import StreamStore
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
@@ -265,6 +268,9 @@ class Stream:
             good = good.unionByName(f)
         meta = json.dumps({"lakehouse.stream": {"release": rel.seq, "bound": fmt(rel.bound),
                                                 "upto": fmt(rel.upto) if rel.upto is not None else None}})
+        ledger.record(self.paths, rel.seq, wall_clock(), [  # when and from whom these rows entered live
+            {"load": segments[sid].data.get("load_id", ""), "producer": segments[sid].producer, "after": lo,
+             "upto": hi, "rows": rel.counts.get(sid, 0)} for sid, (lo, hi) in sorted(rel.ranges.items())])
         crashpoints.kill_later("stream_during_release", 0.3)
 
         def commit() -> tuple[int, int]:
