@@ -350,3 +350,35 @@ def test_producer_names_and_bad_rows_are_one_line_errors(spark: Any, project: Pr
     clicks(project)
     with project.lh.table("clicks").producer("app") as p, pytest.raises(InputError, match="clicks: producer 'app'"):
         p.insert([{"user_id": 1, "url": "/a", "at": "2026-11-20T10:00:00Z"}, {"user_id": "two", "url": 3}])
+
+
+def test_a_release_committed_while_an_archive_run_is_under_way_is_never_purged(spark: Any, project: Project) -> None:
+    """One insert reaches live in two releases (a second producer held the watermark between
+    them). An archive run plans after the first release; the second, below the new cutoff on the
+    same day, commits before the run purges. The purge deletes only what the run archived (each
+    release writes its own load id), so the second release's row waits in live for the next run."""
+    from deltalake import DeltaTable
+
+    from lakehouse.archive.job import ArchiveJob
+
+    clicks(project, "{allowed_lateness: 0, lease: 1h}")
+    clock = Clock("2026-11-21T12:00:00Z")
+    t = project.lh.table("clicks")
+    fast, slow = t.producer("fast", clock=clock), t.producer("slow", clock=clock)
+    fast.attach("2026-11-20T10:00:00Z")
+    slow.attach("2026-11-20T10:00:00Z")
+    fast.insert([row(1, "2026-11-20T10:00:00Z"), row(2, "2026-11-20T10:30:00Z")])
+    assert users(project) == [1]  # slow holds the watermark at 10:00: row 2 is staged
+    job = ArchiveJob(spark, project.settings.warehouse, project.lh.definition("clicks"))
+    plan = job.plan(ts("2026-11-21T12:00:00Z"))  # cutoff 2026-11-20T12:00: row 1 (row 2 is not in live yet)
+    assert plan.rows == 1
+    slow.detach()  # the second release: row 2, same insert, same day, below the new cutoff
+    live = DeltaTable(project.lh.paths("clicks").live).to_pyarrow_table()
+    assert sorted(live.column("user_id").to_pylist()) == [1, 2]
+    result = job.execute(plan)
+    assert result.committed and result.rows_archived == 1 and result.rows_purged == 1
+    live = DeltaTable(project.lh.paths("clicks").live).to_pyarrow_table()
+    assert live.column("user_id").to_pylist() == [2]  # waits below the cutoff: not lost
+    project.lh.archive("clicks", now=ts("2026-11-21T12:00:01Z"))
+    assert users(project) == [1, 2]
+    fast.detach()

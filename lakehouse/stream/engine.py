@@ -64,6 +64,14 @@ def wall_clock() -> int:
     return micros(dt.datetime.now(UTC))
 
 
+def release_load(seg: Segment, release: int) -> str:
+    """The load id (``_lh_load``) of the rows of insert ``seg`` that release ``release`` puts into
+    live. One insert can reach live over several releases, and archiving purges live by (day,
+    load) after it committed what it read: were the releases to share a load id, the purge would
+    delete rows of a release committed after the run read live, rows it never archived."""
+    return f"{seg.data.get('load_id', '')}~r{int(release)}"
+
+
 @dataclass
 class Registered:
     """What the stream made of one insert."""
@@ -256,7 +264,7 @@ class Stream:
         segments = {s.id: s for s in state.segments}
         for sid, (lo, hi) in sorted(rel.ranges.items()):
             seg = segments[sid]
-            frames.append(self._frame(spark, seg, lo, hi))
+            frames.append(self._frame(spark, seg, lo, hi, rel.seq))
             times = self._times_of(seg)
             a = 0 if lo is None else int(np.searchsorted(times, lo, side="right"))
             b = int(np.searchsorted(times, hi, side="right"))
@@ -269,7 +277,7 @@ class Stream:
         meta = json.dumps({"lakehouse.stream": {"release": rel.seq, "bound": fmt(rel.bound),
                                                 "upto": fmt(rel.upto) if rel.upto is not None else None}})
         ledger.record(self.paths, rel.seq, wall_clock(), [  # when and from whom these rows entered live
-            {"load": segments[sid].data.get("load_id", ""), "producer": segments[sid].producer, "after": lo,
+            {"load": release_load(segments[sid], rel.seq), "producer": segments[sid].producer, "after": lo,
              "upto": hi, "rows": rel.counts.get(sid, 0)} for sid, (lo, hi) in sorted(rel.ranges.items())])
         crashpoints.kill_later("stream_during_release", 0.3)
 
@@ -286,7 +294,7 @@ class Stream:
         self.released.inserted += ins
         self.released.updated += upd
 
-    def _frame(self, spark: "SparkSession", seg: Segment, lo: int | None, hi: int) -> "DataFrame":
+    def _frame(self, spark: "SparkSession", seg: Segment, lo: int | None, hi: int, release: int) -> "DataFrame":
         from pyspark.sql import functions as F
 
         et = F.col(self.definition.event_time)
@@ -300,7 +308,7 @@ class Stream:
         df = df.where(et <= F.expr(f"timestamp_micros({int(hi)}L)"))
         return df.select(*self.definition.column_names, FILE_COLUMN, LINE_COLUMN,
                          F.lit(seg.seq).cast("long").alias(SEQ_COLUMN),
-                         F.lit(seg.data.get("load_id", "")).alias(LOAD_COLUMN))
+                         F.lit(release_load(seg, release)).alias(LOAD_COLUMN))
 
     def _read_staged(self, staging: str, failed: list[int]) -> dict[str, "np.ndarray"]:
         """Event times (micros) and file indexes of the good rows staged in ``staging``."""
