@@ -383,9 +383,9 @@ def _expectations(v: Any) -> Any:
         if args is None:
             args = {}
         if not isinstance(name, str) or not isinstance(args, dict):
-            raise ValueError(f"item {i} ({name}): the arguments must be a mapping, got {args!r}")
+            raise ValueError(f"item {i} ({name!r}): the arguments must be a mapping, got {args!r}")
         if not all(isinstance(k, str) for k in args):
-            raise ValueError(f"item {i} ({name}): argument names must be strings")
+            raise ValueError(f"item {i} ({name!r}): argument names must be strings")
         out.append(Expectation(name=name, args=args))
     return tuple(out)
 

@@ -61,7 +61,7 @@ def test_problems_name_the_field():
     assert "quality[0].expect_compound_columns_to_be_unique.column_list: unknown column 'x'" in error(
         [{"expect_compound_columns_to_be_unique": {"column_list": ["fare", "x"]}}])
     assert "quality: item 0: expected one" in error([{"a": 1, "b": 2}])
-    assert "quality: item 0 (expect_column_values_to_not_be_null): the arguments must be a mapping" in error(
+    assert "quality: item 0 ('expect_column_values_to_not_be_null'): the arguments must be a mapping" in error(
         [{"expect_column_values_to_not_be_null": "fare"}])
     assert "quality: must be a list" in error("expect_column_values_to_not_be_null")
     with pytest.raises(DefinitionError, match=r"archive.checks: Input should be 'off' or 'before_commit'"):
@@ -82,7 +82,7 @@ NAMES = sorted(catalog.catalog())
 hostile = st.text(alphabet=string.ascii_letters + string.digits + "_-. /\\'\"\n\t\u00e9\u202e", min_size=1, max_size=30)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(
     st.tuples(st.sampled_from(NAMES), st.dictionaries(hostile, st.integers(), max_size=3)),
     st.tuples(hostile, st.dictionaries(st.sampled_from(["column", "min_value"]), st.sampled_from(["fare", "zz", 1]),

@@ -100,7 +100,8 @@ def problems(index: int, name: str, args: dict[str, object], columns: set[str],
         if a not in spec.args:
             close = difflib.get_close_matches(a, list(spec.args), n=1)
             hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(spec.args)}"
-            out.append(f"{where}.{a}: unknown argument ({hint})")
+            shown = a if a.isidentifier() else repr(a)  # a name with a newline stays on one line
+            out.append(f"{where}.{shown}: unknown argument ({hint})")
     out += [f"{where}.{a}: required argument is missing" for a in spec.required if a not in args]
     for a in COLUMN_ARGS:
         v = args.get(a)
