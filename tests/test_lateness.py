@@ -289,6 +289,25 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
         write_png(p, str(tmp_path / "no" / "such" / "dir" / "x.png"))
 
 
+def test_plot_leaves_the_callers_matplotlib_backend_alone(tmp_path: Path) -> None:
+    """write_png used to force the Agg backend on the whole process, so a notebook's inline
+    plots stopped showing after it."""
+    import matplotlib
+
+    from lakehouse.lateness.plot import write_png
+
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")  # any backend other than Agg, as a notebook's inline one would be
+    try:
+        rows, _ = known_arrivals()
+        write_png(profile("t", rows, [], [], {}, delay_ms=3600 * 1000, fraction=0.99, now_us=T0 * US),
+                  str(tmp_path / "x.png"))
+        assert matplotlib.get_backend() == "svg"
+        assert (tmp_path / "x.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        matplotlib.use(before)
+
+
 # -- the gathering, on Delta tables written by delta-rs (no Spark) ----------------------------------
 
 

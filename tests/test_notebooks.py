@@ -76,9 +76,61 @@ def check_archive_internals(text: str, run: Run) -> None:
     assert run.images() >= 2
 
 
+def check_operations(text: str, run: Run) -> None:
+    assert grab(text, r"migrations applied: (\S+)") == ("0001_create_tables",)
+    # producers: gateway-us holds the watermark, so gateway-eu's rows wait staged
+    eu_in, eu_staged = map(int, grab(text, r"gateway-eu inserted (\d+) rows, (\d+) of them staged"))
+    assert eu_in == eu_staged > 0
+    staged, live = map(int, grab(text, r"after gateway-eu's insert: bound -, watermark 03-02 00:00:00, "
+                                       r"staged (\d+), live (\d+)"))
+    assert (staged, live) == (eu_in, 0)
+    us_in = num(text, r"gateway-us inserted (\d+) rows\n")
+    bound, mark, staged, live = grab(text, r"after gateway-us's insert: bound (\S+ \S+), watermark (\S+ \S+), "
+                                           r"staged (\d+), live (\d+)")
+    assert bound == mark and 0 < int(staged) < eu_in and int(staged) + int(live) == eu_in + us_in
+    assert grab(text, r"after gateway-us's bound 06:30: .*staged (\d+)") == ("0",)
+    assert grab(text, r"gateway-us inserted (\d+) rows, (\d+) late") == ("40", "1")
+    assert grab(text, r"after gateway-us's heartbeat:.*\n.*gateway-eu: .*, (attached, not holding)\n.*gateway-us: .*, "
+                      r"(holding)")
+    eu_back, eu_late = map(int, grab(text, r"gateway-eu inserted (\d+) rows, (\d+) late"))
+    assert eu_back + eu_late == 60 and eu_late > 0
+    b, w, staged, live_end = grab(text, r"both detached: bound (\S+ \S+), watermark (\S+ \S+), staged (\d+), live (\d+)")
+    assert b == w and staged == "0"
+    eu, us, accepted, late = map(int, grab(text, r"rows accepted: gateway-eu (\d+) \+ gateway-us (\d+) = (\d+); "
+                                                 r"rejected late: (\d+)"))
+    assert eu == eu_in + eu_back and us == us_in + 40 and accepted == eu + us == int(live_end) and late == 1 + eu_late
+    grab(text, r"live rows \d+ = accepted \d+: (True)")
+    events = dict((k, int(n)) for k, n in re.findall(r"(\w+) (\d+)", grab(text, r"events: (.*)")[0]))
+    assert events["attach"] == events["detach"] == 2 and events["expiry"] == 1 and events["insert"] == 4
+    # jobs: a dry run records nothing; each job once per slot
+    planned = num(text, r"archive +due: True \(never ran\); watermark .* -> cutoff .*; (\d+) rows")
+    assert num(text, r"attempts recorded by the dry run: (\d+)") == 0
+    assert num(text, r"archive +succeeded: (\d+) rows") == planned > 0
+    assert [num(text, rf"round at {t}: (\d+) jobs ran") for t in ("08:00", "08:10", "09:00")] == [4, 0, 2]
+    assert grab(text, r"attempts on record: (\d+), succeeded: (\d+)") == ("6", "6")
+    # quality: the negative fares fail their expectation, nothing else fails
+    assert grab(text, r"checks: (\d+), failed: (\d+); report ok: (\w+)")[1:] == ("1", "False")
+    assert num(text, r"expect_column_values_to_be_between\(fare_total\): ok False, unexpected (\d+)") == 3
+    sent = grab(text, r"negative fares sent: \[(.*)\]")[0]
+    assert sorted(re.findall(r"'trip_id': '([^']+)'", grab(text, r"sample: (.*)")[0])) == re.findall(r"'([^']+)'", sent)
+    grab(text, r"data docs: warehouse/_quality/docs/index.html \(index exists: (True)\)")
+    # lateness: known arrivals, the late path waits, then is archived
+    assert grab(text, r"web: (\d+) rows loaded, (\d+) rejected late") == ("3000", "0")
+    assert grab(text, r"mobile: (\d+) rows loaded, (\d+) rejected late") == ("3000", "4")
+    waiting = tuple(map(int, grab(text, r"late path before the second run: (\d+) rows, waiting (\d+), archived (\d+)")))
+    archived = tuple(map(int, grab(text, r"late path after the second run: (\d+) rows, waiting (\d+), archived (\d+)")))
+    n = waiting[0]
+    assert 150 < n < 450 and waiting == (n, n, 0) and archived == (n, 0, n)
+    assert grab(text, r"rows: (\d+), rejected late: (\d+)") == ("6000", "4")
+    covers, suggested = grab(text, r"archive.delay 2h covers ([\d.]+)% of the rows; .*suggested archive.delay (\w+) \(longer\)")
+    assert 90 < float(covers) < 99 and suggested == "5h"
+    assert run.images() >= 2
+
+
 CHECKS: dict[str, Callable[[str, Run], None]] = {
     "01_quickstart": check_quickstart,
     "02_archive_internals": check_archive_internals,
+    "03_operations": check_operations,
 }
 
 
@@ -110,5 +162,5 @@ def test_notebook(path: Path, tmp_path: Path) -> None:
 def test_every_notebook_is_collected() -> None:
     """The glob finds the notebooks, and every entry of CHECKS names one."""
     stems = {p.stem for p in PATHS}
-    assert {"01_quickstart", "02_archive_internals"} <= stems
+    assert {"01_quickstart", "02_archive_internals", "03_operations"} <= stems
     assert set(CHECKS) <= stems

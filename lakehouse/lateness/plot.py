@@ -1,5 +1,6 @@
-"""The lateness histogram (``lakehouse lateness --plot FILE.png``), drawn with matplotlib's Agg
-backend (no display needed)."""
+"""The lateness histogram (``lakehouse lateness --plot FILE.png``), drawn on a matplotlib Figure
+of its own and saved as PNG: no pyplot, no display needed, and the process's backend is left as
+it is (a notebook's inline plots keep working after it)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,6 @@ def _scale(seconds: float) -> tuple[str, float]:
 def write_png(profile: Profile, path: str, bins: int = 60) -> None:
     """A histogram of lateness per source (stacked), with the current and the suggested archive
     delay marked; LakehouseError naming the file when it cannot be written."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
     from matplotlib.figure import Figure
 
     names = [n for n, d in profile.by_source.items() if d.total]
