@@ -7,6 +7,9 @@ BIN    := $(VENV)/bin
 JARS   := $(VENV)/share/lakehouse/jars
 POM    := lakehouse/jvm/pom.xml
 PYTEST_ARGS ?=
+# Two pytest workers, a test module each at a time (its module fixtures stay on one worker, each
+# worker has its own SparkSession): much of the suite waits on child processes and JVM starts.
+WORKERS ?= 2
 
 .PHONY: all setup demo test test-fast check-tools clean lint notebooks
 
@@ -47,10 +50,10 @@ demo: setup
 	$(BIN)/lakehouse demo --reset
 
 test: setup
-	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m "not spark and not slow" $(PYTEST_ARGS)
 
 # Re-execute notebooks/*.ipynb in place, each in a kernel of this venv on a fresh warehouse, so
 # that their committed outputs come from a real run.
