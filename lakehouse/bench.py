@@ -57,6 +57,32 @@ def generate_live(spark: Any, live_path: str, rows: int, start: dt.datetime, day
      .write.format("delta").mode("append").save(live_path))
 
 
+def _archive_without_ledger(lh: Any, now: dt.datetime) -> tuple[float, Any]:
+    """An archive run with neither the conservation check nor the ledger: (seconds, result)."""
+    from lakehouse.archive.job import run_archive
+
+    t0 = time.monotonic()
+    r = run_archive(lh.spark, lh.settings.warehouse, lh.definition("bench"), now=now, ledger=False)
+    return time.monotonic() - t0, r
+
+
+def _ledger_figures(with_s: float, without_s: float, with_r: Any, without_r: Any) -> dict[str, Any]:
+    """What the books cost a run: the same run with and without them, and their own steps."""
+    steps = with_r.timings
+    own = steps.get("conservation", 0.0) + steps.get("ledger", 0.0)
+    out = {
+        "archive_seconds_with_ledger": round(with_s, 2),
+        "archive_seconds_without_ledger": round(without_s, 2),
+        "ratio_with_to_without": round(with_s / without_s, 3) if without_s else None,
+        "conservation_check_seconds": round(steps.get("conservation", 0.0), 2),
+        "ledger_write_seconds": round(steps.get("ledger", 0.0), 3),
+        "share_of_the_run": round(own / with_s, 3) if with_s else None,
+    }
+    if without_r is not None:
+        out["steps_without_ledger_seconds"] = {k: round(v, 2) for k, v in without_r.timings.items()}
+    return out
+
+
 def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None) -> dict[str, Any]:
     """A backfill of years: ``rows`` trips over ``days`` UTC days (ending two days ago) straight
     into live, archived by one run, against a plain sorted, partitioned Delta write of the same
@@ -137,11 +163,28 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
          .write.format("delta").partitionBy(PARTITION_COLUMN).save(str(root / "baseline")))
         baseline_s = time.monotonic() - t0
 
+        # the same table again, archived without the conservation check and the ledger
+        bare = _bench_project(root / "bare", master)
+        shutil.rmtree(bare.paths("bench").root)
+        shutil.copytree(lh.paths("bench").root, bare.paths("bench").root)
+
         now = start + dt.timedelta(days=days + 2)
         t0 = time.monotonic()
         result = lh.archive("bench", now=now)
         archive_s = time.monotonic() - t0
         assert result.rows_archived == rows, (result.rows_archived, rows)
+        bare_s, bare_r = _archive_without_ledger(bare, now)
+        # a merge run: a tenth of the keys upserted into every day (kept, replaced and live rows)
+        upserts = max(1, rows // 10)
+        for project in (lh, bare):
+            generate_live(spark, project.paths("bench").live, upserts, start, days, load="upsert")
+        later = now + dt.timedelta(minutes=1)
+        merge_bare_s, _ = _archive_without_ledger(bare, later)  # this time the bare run goes first
+        t0 = time.monotonic()
+        merge = lh.archive("bench", now=later)
+        merge_s = time.monotonic() - t0
+        replaced = sum(i.replaced.rows for _, i, _ in merge.figures.days) if merge.figures else 0
+        assert merge.rows_archived == upserts and replaced == upserts, (merge.rows_archived, replaced)
         return {
             "rows": rows,
             "days": days,
@@ -152,6 +195,10 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
             "ratio_archive_to_baseline": round(archive_s / baseline_s, 2) if baseline_s else None,
             "archive_steps_seconds": {k: round(v, 2) for k, v in result.timings.items()},
             "vector_files": result.vector_files,
+            "ledger": _ledger_figures(archive_s, bare_s, result, bare_r) | {
+                "merge_run_upserted_rows": upserts,
+                "merge_run": _ledger_figures(merge_s, merge_bare_s, merge, None),
+            },
         }
     finally:
         if workdir is None:

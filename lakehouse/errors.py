@@ -37,6 +37,10 @@ class QueryError(LakehouseError):
     """A query failed to parse or run on an engine."""
 
 
+class ConservationError(LakehouseError):
+    """An archiving run's rows in and rows out differ (count or checksum): nothing was committed."""
+
+
 class TransientError(LakehouseError):
     """A failure a later attempt can get past: a Delta conflict, a lease held by another job.
     Scheduled jobs retry these with bounded backoff; every other LakehouseError is terminal

@@ -37,6 +37,7 @@ def damage_staging(files: dict[dt.date, list[str]]) -> str | None:
         return None
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
     from lakehouse.archive.vectors import filesystem
@@ -62,4 +63,8 @@ def damage_staging(files: dict[dt.date, list[str]]) -> str | None:
         t = t.set_column(i, t.field(i), changed)
     with fs.open_output_stream(p) as f:
         pq.write_table(t, f)
+    folder, name = p.rsplit("/", 1)
+    crc = f"{folder}/.{name}.crc"  # Hadoop's local checksum of the old bytes would stop the read
+    if fs.get_file_info(crc).type == pafs.FileType.File:
+        fs.delete_file(crc)
     return f"{fault} in {path} (day {day})"

@@ -275,6 +275,7 @@ def test_the_chain_from_run_to_run():
     problems = L.chain_problems(bad, 200)
     assert len(problems) == 1 and "the run of cutoff 200 found 1 rows" in problems[0] and "left 2 rows" in problems[0]
     assert L.chain_problems(bad, 150) == []  # the later run is not committed
+    assert L.chain_problems(good + good, 200) == []  # the same rows twice (two writers without the lease)
     from dataclasses import replace
 
     assert L.chain_problems([bad[0], replace(bad[1], columns="a,b,_lh_load")], 200) == []  # columns added

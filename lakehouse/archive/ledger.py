@@ -388,13 +388,15 @@ def row_problems(r: LedgerRow) -> list[str]:
 def chain_problems(rows: Iterable[LedgerRow], committed: int | None) -> list[str]:
     """Each believed row started from what the day's previous row left (same spec and columns;
     a baseline starts a chain afresh): a change between two runs did not go through the books."""
-    by_day: dict[dt.date, list[LedgerRow]] = {}
-    for r in rows:
+    by_day: dict[dt.date, dict[int, LedgerRow]] = {}
+    for r in rows:  # one row per day and cutoff (two writers racing without the lease may both write it)
         if committed is not None and r.cutoff <= committed:
-            by_day.setdefault(r.day, []).append(r)
+            cur = by_day.setdefault(r.day, {}).get(r.cutoff)
+            if cur is None or _order(r) > _order(cur):
+                by_day[r.day][r.cutoff] = r
     out = []
     for day in sorted(by_day):
-        chain = sorted(by_day[day], key=_order)
+        chain = sorted(by_day[day].values(), key=_order)
         for prev, cur in zip(chain, chain[1:]):
             if cur.kind == "baseline" or (prev.spec, prev.columns) != (cur.spec, cur.columns):
                 continue
