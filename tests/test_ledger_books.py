@@ -338,3 +338,56 @@ def test_model_sanity():
     live = [(k, DAY, rnd.getrandbits(63)) for k in (3, 4, 7)]
     kept, replaced, staged = model_run(existing, live, True)
     assert len(kept) == 3 and len(replaced) == 2 and len(staged) == 6
+
+
+# -- the ledger table and the commits' metadata on storage (delta-rs, no Spark) ---------------------
+
+
+def fake_archive_commit(path: str, meta: str | None, version_rows: int = 1) -> None:
+    """An archive-like commit written with delta-rs, with ``meta`` as its userMetadata."""
+    from deltalake import CommitProperties, write_deltalake
+
+    props = CommitProperties(custom_metadata={"userMetadata": meta}) if meta is not None else None
+    write_deltalake(path, pa.table({"x": list(range(version_rows))}), mode="append", commit_properties=props)
+
+
+def figures_of(cutoff: int, day: dt.date, hashes: list[int]) -> L.CommitFigures:
+    i = L.DayInput(live=L.Figures.of_hashes(hashes))
+    return L.CommitFigures(cutoff, None, "r", ("a", "_lh_load"), ((day, i, i.inflow),))
+
+
+def test_ledger_rows_round_trip_and_a_cutoff_is_written_once(tmp_path):
+    from lakehouse.archive import ledger_table
+    from lakehouse.warehouse import TablePaths
+
+    paths = TablePaths(str(tmp_path), "t")
+    assert ledger_table.read_rows(paths) == [] and ledger_table.ledger_cutoff(paths) is None
+    rows = figures_of(100, DAY, [1, 2, 3]).rows(7)
+    assert ledger_table.append(paths, rows, 100)
+    got = ledger_table.read_rows(paths)
+    assert [{**r.record(), "recorded": None} for r in got] == [r.record() for r in rows]
+    assert got[0].recorded is not None and ledger_table.ledger_cutoff(paths) == 100
+    assert not ledger_table.append(paths, rows, 100) and not ledger_table.append(paths, [], 90)  # replays skip
+    assert ledger_table.append(paths, [], 200) and ledger_table.ledger_cutoff(paths) == 200  # a run with no days
+    assert len(ledger_table.read_rows(paths)) == 1
+
+
+def test_figures_are_found_in_the_archive_commits_newest_back_to_the_ledgers_cutoff(tmp_path):
+    from lakehouse.archive import ledger_table
+    from lakehouse.warehouse import TablePaths
+
+    paths = TablePaths(str(tmp_path), "t")
+    fake_archive_commit(paths.archive, None)  # created before the ledger
+    fake_archive_commit(paths.archive, L.commit_info(figures_of(100, DAY, [1])))  # version 1
+    fake_archive_commit(paths.archive, "a note by hand")  # another writer
+    fake_archive_commit(paths.archive, None)  # compaction
+    fake_archive_commit(paths.archive, L.commit_info(figures_of(200, DAY, [1, 2])))  # version 4
+    fake_archive_commit(paths.archive, L.commit_info(figures_of(300, DAY, [1, 2, 3])))  # version 5
+    found = ledger_table.committed_figures(paths, None, 300)
+    assert [(v, f.cutoff) for v, f in found] == [(1, 100), (4, 200), (5, 300)]
+    assert [(v, f.cutoff) for v, f in ledger_table.committed_figures(paths, 100, 300)] == [(4, 200), (5, 300)]
+    assert [(v, f.cutoff) for v, f in ledger_table.committed_figures(paths, 100, 250)] == [(4, 200)]
+    assert ledger_table.committed_figures(paths, 300, 300) == [] and ledger_table.committed_figures(paths, 1, None) == []
+    rows, reached = ledger_table.pending_rows(paths, 200, 300)
+    assert reached == 300 and [(r.cutoff, r.kind, r.archive_version, r.rows_out) for r in rows] == [(300, "recovered", 5, 3)]
+    assert ledger_table.pending_rows(paths, 300, 300) == ([], None)

@@ -788,12 +788,16 @@ def run_archive(
     with contextlib.nullcontext(lease) if lease is not None else table_lease(job.paths, "archive") as held:
         job.lease = held
         try:
+            t0 = time.monotonic()
             recovered, removed = job.recover()
+            t1 = time.monotonic()
             plan = job.plan(now)
+            t2 = time.monotonic()
             result = job.execute(plan)
         except BaseException as e:
             _record_failure(job, e)
             raise
+        result.timings = {"recover": t1 - t0, "plan": t2 - t1, **result.timings}
         result.recovered_rows = recovered
         result.ledger_rows = job.repaired
         result.removed_vector_files += removed
