@@ -42,6 +42,10 @@ class QualityGateFailed(LakehouseError):
     terminal job outcome: the data or the check must change first)."""
 
 
+class ConservationError(LakehouseError):
+    """An archiving run's rows in and rows out differ (count or checksum): nothing was committed."""
+
+
 class TransientError(LakehouseError):
     """A failure a later attempt can get past: a Delta conflict, a lease held by another job.
     Scheduled jobs retry these with bounded backoff; every other LakehouseError is terminal

@@ -2,8 +2,10 @@
 
 Per table: rows per day, sums of every numeric column per day, distinct keys, min/max event
 time per day, keys unique across days, every archive row older than the cutoff, every archive
-day batch sorted, and every vector file decoding to exactly its day's rows in order. A check
-fails when the engines disagree or when an invariant does not hold; the detail names it.
+day batch sorted, every vector file decoding to exactly its day's rows in order, and every
+archive day holding the rows and checksum its last write recorded in the ledger (Spark: the
+checksum is Spark's xxhash64). A check fails when the engines disagree or when an invariant does
+not hold; the detail names it.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class Verifier:
         checks = self._engine_checks()
         checks += self.sorted_checks()
         checks += self.vector_checks()
+        checks += self.ledger_checks()
         return checks
 
     # -- both engines -------------------------------------------------------------------------
@@ -201,6 +204,57 @@ class Verifier:
                   + (f"; and {len(bad) - 1} more days)" if len(bad) > 1 else ")")) if bad else _skipped(stale)
         return [Check(self.d.name, SORTED, not bad, detail,
                       {"days": len(files), "files": sum(len(v) for v in files.values()), "problems": bad})]
+
+    def ledger_checks(self) -> list[Check]:
+        """Every archive day against the ledger row of its last write: rows and checksum of the
+        data now (Spark, at the verified archive version), each row's arithmetic, and the chain
+        from one run of a day to the next. Rows of cutoffs the ledger does not hold yet (a run
+        under way, or a crash before its ledger write) are read from the archive commits."""
+        from lakehouse.archive import ledger, ledger_table
+        from lakehouse.jobs.files import layout
+
+        d, paths, snap = self.d, self.source.paths, self.archive
+        name = "archive days match the ledger"
+        have = ledger_table.ledger_cutoff(paths)
+        rows = ledger_table.read_rows(paths)
+        pending, reached = ledger_table.pending_rows(paths, have, snap.cutoff)
+        rows += pending
+        archived = {day: sum(f.rows for f in fs) for day, fs in layout(paths.archive, snap.version).by_day().items()}
+        archived = {day: n for day, n in archived.items() if n}
+        if have is None and not rows:
+            detail = (f"{len(archived)} archive day(s) and no ledger yet (archived before the ledger); the next "
+                      "archive run records what they hold as a baseline") if archived else ""
+            return [Check(d.name, name, True, detail, {"days": 0})]
+        problems: list[str] = []
+        if snap.cutoff is not None and (have is None or have < snap.cutoff) and reached != snap.cutoff:
+            problems.append(f"the ledger stops at cutoff {have}, the archive committed {snap.cutoff} and its "
+                            "commit carries no figures; the next archive run records a baseline")
+        latest = ledger.believed(rows, snap.cutoff)
+        before = sorted(set(archived) - set(latest)) if have is None else []
+        if before:  # the ledger's first write is still to come: days from before it are not in the books yet
+            archived = {day: n for day, n in archived.items() if day in latest}
+        by_columns: dict[str, list[dt.date]] = {}
+        current_cols = ledger.columns_text([c for c, _ in ledger.stored_columns(d)])
+        for day in sorted(set(latest) | set(archived)):
+            r = latest.get(day)
+            by_columns.setdefault(r.columns if r is not None else current_cols, []).append(day)
+        data: dict[dt.date, ledger.Figures] = {}
+        try:
+            for cols, days in by_columns.items():
+                data.update(ledger_table.archive_figures(self.spark, d, paths, snap.version, days,
+                                                         ledger.columns_of(cols)))
+        except Exception as e:  # noqa: BLE001 - a failing check is a result, not a crash
+            return [Check(d.name, name, False, f"could not run: {str(e).splitlines()[0]}")]
+        problems += ledger.data_problems(d.name, latest, data)
+        for r in latest.values():
+            problems += [f"{d.name}: ledger row of {p}" for p in ledger.row_problems(r)]
+        problems += [f"{d.name}: {p}" for p in ledger.chain_problems(rows, snap.cutoff)]
+        detail = problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else ""
+        if before and not problems:
+            detail = (f"{len(before)} day(s) archived before the ledger are not in it yet; the next archive run "
+                      "records what they hold as a baseline")
+        return [Check(d.name, name, not problems, detail,
+                      {"days": len(latest), "ledger_rows": len(rows), "pending_rows": len(pending)})]
 
     def vector_checks(self) -> list[Check]:
         from lakehouse.archive.reader import current_encoding

@@ -7,6 +7,7 @@ Layout (fixed by the contract so that any engine can read it)::
     <warehouse>/<table>/vectors/     vector files (archiving)
     <warehouse>/<table>/rejects/     Delta: rejected rows and files with reasons
     <warehouse>/<table>/_staging/    parsed input waiting for its commit (transient)
+    <warehouse>/<table>/_ledger/     Delta: the archive's books, one row per archiving run and day
     <warehouse>/_lakehouse/migrations/   Delta: applied migrations with checksums
     <warehouse>/_lakehouse/jobs/         Delta: the jobs history (every attempt of every job)
     <warehouse>/_quality/results/        Delta: every quality check result (lakehouse check)
@@ -58,6 +59,10 @@ class TablePaths:
     @property
     def staging(self) -> str:
         return join(self.root, "_staging")
+
+    @property
+    def ledger(self) -> str:
+        return join(self.root, "_ledger")
 
 
 def join(base: str, *parts: str) -> str:

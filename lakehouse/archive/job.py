@@ -3,8 +3,9 @@
 Steps (crash points in brackets; a SIGKILL anywhere leaves every query exact):
 
 0. Lease and recover: take the table's lease (a file in the warehouse: one run at a time, also
-   across hosts); purge live rows the last committed run archived but did not delete yet; remove
-   vector files no reader uses (uncommitted or superseded) and other runs' leftover staging.
+   across hosts); bring the ledger up to the committed cutoff; purge live rows the last committed
+   run archived but did not delete yet; remove vector files no reader uses (uncommitted or
+   superseded) and other runs' leftover staging.
 1. Plan: C' = now - delay; the live snapshot V; the UTC days of V's rows with event time < C',
    rows per day; archived days whose vector files were written under other settings (they are
    re-sorted and re-encoded too). [after_plan]
@@ -15,9 +16,15 @@ Steps (crash points in brackets; a SIGKILL anywhere leaves every query exact):
 3. Vectors: tasks of many days each stream the staged rows into vector files ``<day>-<C'>``
    (executors); they count the rows per day, checked against the plan. [during_vectors,
    after_vectors]
+   Conservation (``archive/ledger.py``): per day, the rows taken (live rows, plus the day's
+   archive rows kept; replaced ones counted) and the staged rows read back have the same count
+   and checksum, or the run stops here (``ConservationError``); ``LAKEHOUSE_FAULT`` damages
+   the staged batch just before this check (tests).
 4. Commit: one Delta write replaces the days in the archive (a day range and IN lists of days)
-   and records C' (SetTransaction); then the committed rows per day are checked against the
-   staged ones. [during_commit, after_commit]
+   and records C' (SetTransaction) and the figures (``userMetadata``); then the committed rows
+   per day are checked against the staged ones, and the figures go into the ledger
+   (``<table>/_ledger``; a crash before that is repaired by recovery). [during_commit,
+   after_commit]
 5. Purge: one MERGE deletes from live the archived rows: event time < C' and a (day, load) pair
    the archive holds (rows loaded after V carry other load ids, so they stay). [after_purge]
 6. Clean: superseded vector files and staging.
@@ -41,9 +48,19 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
-from lakehouse import crashpoints
-from lakehouse.archive import vectors
+from lakehouse import crashpoints, faults
+from lakehouse.archive import ledger_table, vectors
 from lakehouse.archive.encode import DayTask, encode_days
+from lakehouse.archive.ledger import (
+    CommitFigures,
+    DayInput,
+    Figures,
+    commit_info,
+    conservation_problems,
+    hash_sum_sql,
+    row_hash_sql,
+    stored_columns,
+)
 from lakehouse.archive.plan import (
     ArchivePlan,
     cutoff_time,
@@ -57,7 +74,7 @@ from lakehouse.archive.plan import (
 from lakehouse.archive.state import CUTOFF_APP_ID, read_status, spark_snapshot, write_status
 from lakehouse.commit import Lease, table_lease, with_retries
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
-from lakehouse.errors import CommitConflict, LakehouseError
+from lakehouse.errors import CommitConflict, ConservationError, LakehouseError
 from lakehouse.live import check_loadable
 from lakehouse.warehouse import TablePaths, join, remove_tree
 
@@ -83,6 +100,10 @@ class ArchiveResult:
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
     run_id: str = ""
+    figures: CommitFigures | None = None
+    """The run's books (rows and checksums in and out per day), as committed."""
+    ledger_rows: int = 0
+    """Ledger rows recovery wrote on behalf of an earlier run (or as a baseline)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +117,8 @@ class ArchiveResult:
             "reencoded_days": [d.isoformat() for d in self.plan.reencode_days]
             if self.committed
             else [],
+            "rows_replaced": sum(i.replaced.rows for _, i, _ in self.figures.days) if self.figures else 0,
+            "ledger_rows_repaired": self.ledger_rows,
             "vector_files": self.vector_files,
             "removed_vector_files": self.removed_vector_files,
             "seconds": round(self.seconds, 3),
@@ -140,12 +163,17 @@ class ArchiveJob:
         definition: TableDefinition,
         run_id: str | None = None,
         lease: Lease | None = None,
+        ledger: bool = True,
     ) -> None:
         self.spark = spark
         self.definition = definition
         self.paths = TablePaths(warehouse, definition.name)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.lease = lease
+        self.ledger = ledger
+        """Check conservation and keep the books (off only for the benchmark's baseline)."""
+        self.repaired = 0
+        """Ledger rows the recovery wrote."""
         self.step = "start"
 
     @property
@@ -242,15 +270,19 @@ class ArchiveJob:
             return base
         et = F.col(d.event_time)
         late = F.lit(False) if previous is None else et < _ts(previous)
+        aggs = [F.count(F.lit(1)).alias("n"), F.sum(F.when(late, 1).otherwise(0)).alias("late")]
+        if self.ledger:  # the live side of the books, in the same pass
+            aggs.append(F.expr(hash_sum_sql(row_hash_sql(stored_columns(d)))).alias("h"))
         rows = (
             self._read(self.paths.live, live.version)
             .where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date()))
             .where(et < _ts(cutoff))
             .groupBy(PARTITION_COLUMN)
-            .agg(F.count(F.lit(1)).alias("n"), F.sum(F.when(late, 1).otherwise(0)).alias("late"))
+            .agg(*aggs)
             .collect()
         )
         new_rows = {r[PARTITION_COLUMN]: int(r["n"]) for r in rows}
+        new_sums = {r[PARTITION_COLUMN]: Figures.of(r["n"], r["h"]).checksum for r in rows} if self.ledger else {}
         archived = self._archive_day_rows(archive.version)
         stale = [
             day
@@ -271,6 +303,7 @@ class ArchiveJob:
             late_rows=sum(int(r["late"] or 0) for r in rows),
             archive_rows_in_days=sum(archive_rows.values()),
             new_rows=new_rows,
+            new_sums=new_sums,
             archive_rows=archive_rows,
             reencode_days=tuple(stale),
             clock=d.archive.clock,
@@ -293,6 +326,7 @@ class ArchiveJob:
         crashpoints.reached("after_plan")
         staging = self.staging_for(plan.cutoff)
         staged: dict[dt.date, int] = {}
+        figures: CommitFigures | None = None
         try:
             if plan.days:
                 self.step = "stage"
@@ -319,6 +353,14 @@ class ArchiveJob:
                         + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
                         + "; nothing was committed; run again"
                     )
+                if faults.armed():
+                    damage = faults.damage_staging(self._staged_files(staging))
+                    log.warning("archive %s: injected fault: %s", self.definition.name, damage)
+            if self.ledger:
+                self.step = "conservation"
+                t = time.monotonic()
+                figures = self._conservation(plan, staging)
+                result.timings["conservation"] = time.monotonic() - t
             if plan.days and self.definition.archive.checks == "before_commit":
                 self.step = "checks"
                 t = time.monotonic()
@@ -327,16 +369,22 @@ class ArchiveJob:
             self.step = "commit"
             t = time.monotonic()
             self._write_run_sidecar(plan)
-            self._commit(plan, staging)
+            version = self._commit(plan, staging, figures)
         except BaseException:
             self._discard_uncommitted(plan.cutoff, staging)
             raise
         result.timings["commit"] = time.monotonic() - t
         result.committed = True
         result.rows_archived = plan.rows
+        result.figures = figures
         crashpoints.reached("after_commit")
         self.step = "check"
         self._check_committed(plan, staged)
+        if figures is not None:
+            self.step = "ledger"
+            t = time.monotonic()
+            ledger_table.append(self.paths, figures.rows(version), plan.cutoff)
+            result.timings["ledger"] = time.monotonic() - t
         if through == "commit":
             return result
         self.step = "purge"
@@ -351,7 +399,8 @@ class ArchiveJob:
         result.seconds = time.monotonic() - started
         return result
 
-    def _merged(self, plan: ArchivePlan) -> "DataFrame":
+    def _taken(self, plan: ArchivePlan) -> tuple["DataFrame", "DataFrame"]:
+        """The live rows the run takes, and the days' archive rows at the plan's version."""
         from pyspark.sql import functions as F
 
         d = self.definition
@@ -369,6 +418,12 @@ class ArchiveJob:
             .where(_days_sql(plan.days))
             .select(*cols)
         )
+        return new, old
+
+    def _merged(self, plan: ArchivePlan) -> "DataFrame":
+        d = self.definition
+        cols = _archive_columns(d)
+        new, old = self._taken(plan)
         if d.has_key:
             keys = [*d.primary_key, PARTITION_COLUMN]
             old = old.join(new.select(*keys), on=keys, how="left_anti").select(*cols)
@@ -447,22 +502,81 @@ class ArchiveJob:
             dt.date.fromisoformat(day): rows for day, rows, _ in done
         }
 
-    def _staged(self, staging: str) -> "DataFrame":
-        """The staged day batches as Spark reads them for the commit."""
-        from pyspark.sql.types import StructType
-
-        schema = cast(StructType, StructType.fromDDL(self.definition.spark_ddl()))
-        return self.spark.read.schema(schema).option("basePath", staging).parquet(staging)
-
     def _gate(self, plan: ArchivePlan, staging: str) -> None:
         """``archive.checks: before_commit``: the table's quality checks on the staged batches;
         a failing one refuses the commit (QualityGateFailed: terminal for the jobs)."""
         from lakehouse.quality.check import gate
 
-        gate(self.spark, self.definition, self._staged(staging), cutoff_time(plan.cutoff), self.paths.warehouse,
-             self.run_id)
+        gate(self.spark, self.definition, self._read_staged(staging), cutoff_time(plan.cutoff),
+             self.paths.warehouse, self.run_id)
 
-    def _commit(self, plan: ArchivePlan, staging: str) -> None:
+    def _read_staged(self, staging: str) -> "DataFrame":
+        """The staged batch as the commit writes it."""
+        from pyspark.sql.types import StructType
+
+        d = self.definition
+        schema = cast(StructType, StructType.fromDDL(d.spark_ddl()))
+        return (
+            self.spark.read.schema(schema)
+            .option("basePath", staging)
+            .parquet(staging)
+            .select(*_archive_columns(d))
+        )
+
+    def _conservation(self, plan: ArchivePlan, staging: str) -> CommitFigures:
+        """Rows in == rows out per day, or ConservationError (nothing committed). The live rows
+        taken were hashed and summed per day by the plan (same snapshot, same pass); one Spark
+        job hashes and sums per day the days' archive rows, kept or replaced (by a live row of the
+        same key and day; skipped when the days hold none), and the staged rows read back."""
+        from pyspark.sql import functions as F
+
+        d = self.definition
+        columns = stored_columns(d)
+        h = ledger_table.hash_column(columns).alias("_lh_hash")
+        sides: dict[dt.date, dict[str, Figures]] = {}
+        if plan.new_sums:
+            for day, n in plan.new_rows.items():
+                sides.setdefault(day, {})["live"] = Figures(n, plan.new_sums.get(day, 0))
+        parts = []
+        if plan.days:
+            new, old = self._taken(plan)
+            if not plan.new_sums and plan.new_rows:  # a plan made without the books
+                parts.append(new.select(PARTITION_COLUMN, F.lit("live").alias("_lh_side"), h))
+            if sum(plan.archive_rows.values()):
+                if d.has_key:
+                    keys = [*d.primary_key, PARTITION_COLUMN]
+                    marks = new.select(*keys).distinct().withColumn("_lh_replaced", F.lit(True))
+                    old = old.join(marks, on=keys, how="left")
+                    side = F.when(F.col("_lh_replaced"), F.lit("replaced")).otherwise(F.lit("kept"))
+                else:
+                    side = F.lit("kept")
+                parts.append(old.select(PARTITION_COLUMN, side.alias("_lh_side"), h))
+            parts.append(self._read_staged(staging).select(PARTITION_COLUMN, F.lit("out").alias("_lh_side"), h))
+        if parts:
+            union = parts[0]
+            for part in parts[1:]:
+                union = union.unionByName(part)
+            figs = ledger_table.figures_by(union, [PARTITION_COLUMN, "_lh_side"], hashed="_lh_hash")
+            for (day, side_name), f in figs.items():
+                sides.setdefault(day, {})[side_name] = f
+        inputs = {
+            day: DayInput(s.get("live", Figures()), s.get("kept", Figures()), s.get("replaced", Figures()))
+            for day, s in sides.items() if set(s) - {"out"}
+        }
+        outputs = {day: s["out"] for day, s in sides.items() if "out" in s}
+        problems = conservation_problems(d.name, plan.days, inputs, outputs, plan.new_rows, plan.archive_rows)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ConservationError(
+                f"{problems[0]}{more}; cutoff {plan.cutoff} refused: nothing was committed, live rows stay"
+            )
+        return CommitFigures(
+            plan.cutoff, plan.previous_cutoff, self.run_id, tuple(c for c, _ in columns),
+            tuple((day, inputs.get(day, DayInput()), outputs.get(day, Figures())) for day in plan.days),
+        )
+
+    def _commit(self, plan: ArchivePlan, staging: str, figures: CommitFigures | None = None) -> int:
+        """Commit the staged days and the cutoff (and the figures); the archive version written."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
@@ -470,8 +584,7 @@ class ArchiveJob:
         schema = cast(StructType, StructType.fromDDL(d.spark_ddl()))
         if plan.days:
             df = (
-                self._staged(staging)
-                .select(*_archive_columns(d))
+                self._read_staged(staging)
                 .repartition(self._partitions(plan), F.col(PARTITION_COLUMN))
                 .sortWithinPartitions(*_order(d))
             )
@@ -491,13 +604,16 @@ class ArchiveJob:
             )
         crashpoints.kill_later("during_commit", 1.0)
         writer = writer.option("txnAppId", CUTOFF_APP_ID).option("txnVersion", plan.cutoff)
+        if figures is not None:
+            writer = writer.option("userMetadata", commit_info(figures))
         writer.save(self.paths.archive)
-        committed = spark_snapshot(self.spark, self.paths.archive).cutoff
-        if committed != plan.cutoff:
+        after = spark_snapshot(self.spark, self.paths.archive)
+        if after.cutoff != plan.cutoff:
             raise CommitConflict(
-                f"archive {d.name}: cutoff {plan.cutoff} was not committed (the archive holds {committed}); "
+                f"archive {d.name}: cutoff {plan.cutoff} was not committed (the archive holds {after.cutoff}); "
                 "another archiving run committed first; run again"
             )
+        return after.version
 
     def _check_committed(self, plan: ArchivePlan, staged: dict[dt.date, int]) -> None:
         """The committed rows per day are the staged ones (from the Delta log; no data read)."""
@@ -617,9 +733,11 @@ class ArchiveJob:
         return removed
 
     def recover(self) -> tuple[int, int]:
-        """Finish what a crashed or failed run left: (rows purged, files removed)."""
+        """Finish what a crashed or failed run left: (rows purged, files removed); the ledger
+        rows a crash kept out of the ledger are written first (``self.repaired``)."""
         self.step = "recover"
         committed = spark_snapshot(self.spark, self.paths.archive).cutoff
+        self.repaired = ledger_table.repair(self.spark, self.definition, self.paths, committed) if self.ledger else 0
         return self.purge(committed), self.clean(committed)
 
 
@@ -662,6 +780,7 @@ def run_archive(
     dry_run: bool = False,
     allow_future: bool = False,
     lease: Lease | None = None,
+    ledger: bool = True,
 ) -> ArchiveResult:
     """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one.
 
@@ -670,7 +789,7 @@ def run_archive(
     if now is not None and not dry_run:
         check_now(definition.name, now, allow_future=allow_future)
     spark = spark_factory()
-    job = ArchiveJob(spark, warehouse, definition)
+    job = ArchiveJob(spark, warehouse, definition, ledger=ledger)
     now = now or dt.datetime.now(dt.timezone.utc)
     if dry_run:
         return ArchiveResult(job.plan(now))
@@ -682,13 +801,18 @@ def run_archive(
     with contextlib.nullcontext(lease) if lease is not None else table_lease(job.paths, "archive") as held:
         job.lease = held
         try:
+            t0 = time.monotonic()
             recovered, removed = job.recover()
+            t1 = time.monotonic()
             plan = job.plan(now)
+            t2 = time.monotonic()
             result = job.execute(plan)
         except BaseException as e:
             _record_failure(job, e)
             raise
+        result.timings = {"recover": t1 - t0, "plan": t2 - t1, **result.timings}
         result.recovered_rows = recovered
+        result.ledger_rows = job.repaired
         result.removed_vector_files += removed
         _record_success(job, result)
         return result

@@ -66,6 +66,9 @@ class ArchivePlan:
     notes: list[str] = field(default_factory=list)
     new_rows: dict[dt.date, int] = field(default_factory=dict)
     """Per day, the live rows that move (the plan's side of the staged-rows check)."""
+    new_sums: dict[dt.date, int] = field(default_factory=dict)
+    """Per day, the sum of those rows' hashes modulo 2^64 (the ledger's spec; empty when the
+    plan was made without the books)."""
     archive_rows: dict[dt.date, int] = field(default_factory=dict)
     """Per day, the rows the archive holds at ``archive_version``."""
     reencode_days: tuple[dt.date, ...] = ()
