@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,21 +136,35 @@ CHECKS: dict[str, Callable[[str, Run], None]] = {
 }
 
 
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every notebook started at once, each in its own kernel (most of a notebook's time is its
+    kernel's and Spark's start and small jobs waiting on each other): name -> (tmp dir, future)."""
+    pool = ThreadPoolExecutor(max_workers=len(PATHS) or 1)
+    out: dict[str, Any] = {}
+    for path in PATHS:
+        base = tmp_path_factory.mktemp(path.stem)
+        work, tmp = base / "work", base / "tmp"
+        work.mkdir()
+        tmp.mkdir()
+        copy = work / path.name
+        shutil.copy(path, copy)
+        out[path.stem] = (tmp, pool.submit(execute, copy, work, tmp))
+    yield out
+    pool.shutdown(wait=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
-def test_notebook(path: Path, tmp_path: Path) -> None:
+def test_notebook(path: Path, executed: dict[str, Any]) -> None:
     import nbformat
 
     committed = nbformat.read(path, as_version=4)
     assert any(c.get("outputs") for c in committed.cells if c.cell_type == "code"), \
         f"{path.name} is committed without outputs: run `make notebooks`"
-    work, tmp = tmp_path / "work", tmp_path / "tmp"
-    work.mkdir()
-    tmp.mkdir()
-    copy = work / path.name
-    shutil.copy(path, copy)
+    tmp, future = executed[path.stem]
     try:
-        run = execute(copy, work, tmp)
+        run = future.result(timeout=1200)
     except CellFailed as e:
         pytest.fail(str(e), pytrace=False)
     assert all(c.execution_count for c in run.code_cells()), "a code cell did not run"

@@ -171,3 +171,33 @@ def test_before_commit_gate_refuses_an_archive_run_then_a_fix_commits(project, s
     p.lh.load("trips", [p.csv("fix.csv", HEADER_SMALL, fixed)])
     r = p.lh.archive("trips", now=ts("2026-11-20T01:00:00Z"))
     assert r.committed and r.rows_archived == 10
+
+
+def test_the_check_command_exit_code_json_and_docs_path(trips):
+    """``lakehouse check`` as scripts see it (in this process, its exact output): a failing
+    expectation is exit 1, one JSON document on stdout, one error line and the Data Docs' path on
+    stderr; ``--history`` lists the recorded results."""
+    from click.testing import CliRunner
+
+    from lakehouse.cli import cli as lakehouse_main
+    from tests.conftest import MASTER
+
+    p = trips
+
+    def invoke(*args: str):
+        return CliRunner().invoke(lakehouse_main, ["--project", str(p.root), "--warehouse", p.settings.warehouse,
+                                                   "--master", MASTER, *args], catch_exceptions=False)
+
+    r = invoke("check", "trips", "--format", "json")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    fare = next(c for c in doc["checks"] if c["name"] == "expect_column_values_to_be_between(fare_total)")
+    assert doc["ok"] is False and fare["ok"] is False and fare["unexpected_count"] == 2
+    assert all(c["ok"] for c in doc["checks"] if c["kind"] == "invariant")
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: check trips: expect_column_values_to_be_between(fare_total) failed"]
+    assert f"Data Docs: {doc['docs']}" in r.stderr and Path(doc["docs"]).is_file()
+    r = invoke("check", "trips", "--history", "--format", "json")
+    assert r.exit_code == 0 and {x["check"] for x in json.loads(r.stdout)} == {c["name"] for c in doc["checks"]}
+    r = invoke("check", "trips", "--scope", "nowhere")
+    assert r.exit_code == 2

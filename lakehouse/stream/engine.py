@@ -64,12 +64,21 @@ def wall_clock() -> int:
     return micros(dt.datetime.now(UTC))
 
 
+RELEASE_MARK = "~r"
+
+
 def release_load(seg: Segment, release: int) -> str:
     """The load id (``_lh_load``) of the rows of insert ``seg`` that release ``release`` puts into
-    live. One insert can reach live over several releases, and archiving purges live by (day,
-    load) after it committed what it read: were the releases to share a load id, the purge would
-    delete rows of a release committed after the run read live, rows it never archived."""
-    return f"{seg.data.get('load_id', '')}~r{int(release)}"
+    live: the insert's load id (a load, an ingest batch, a producer's insert), then the release.
+    One insert can reach live over several releases, and archiving purges live by (day, load)
+    after it committed what it read: were the releases to share a load id, the purge would delete
+    rows of a release committed after the run read live, rows it never archived."""
+    return f"{seg.data.get('load_id', '')}{RELEASE_MARK}{int(release)}"
+
+
+def insert_of(load: str) -> str:
+    """The insert's load id of a row's ``_lh_load`` (the release part taken off)."""
+    return load.split(RELEASE_MARK, 1)[0]
 
 
 @dataclass
