@@ -102,3 +102,14 @@ def test_any_entry_loads_or_is_one_line_naming_its_index(entries):
     msg = error(quality)
     first = want_ok.index(False)
     assert f"quality[{first}]" in msg
+
+
+def test_ge_project_is_in_a_local_warehouse_or_a_local_folder_per_object_store(tmp_path):
+    import tempfile
+
+    from lakehouse.quality.gx import docs_index, quality_root
+
+    assert quality_root(str(tmp_path)) == str(tmp_path / "_quality")
+    assert docs_index(str(tmp_path)) == str(tmp_path / "_quality" / "docs" / "index.html")
+    a, b = quality_root("s3a://bucket/wh"), quality_root("s3a://bucket/other")
+    assert a.startswith(tempfile.gettempdir()) and a != b and "://" not in a

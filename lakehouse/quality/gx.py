@@ -28,7 +28,17 @@ SAMPLE = 5
 
 
 def quality_root(warehouse: str) -> str:
-    return os.path.join(warehouse, "_quality")
+    """GE's project and Data Docs: in the warehouse when it is a local folder; for an object
+    store, in a local folder per warehouse (GE's file project needs a local path)."""
+    from lakehouse.settings import is_local
+
+    if is_local(warehouse):
+        return os.path.join(warehouse, "_quality")
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha256(warehouse.encode()).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), "lakehouse-quality", key)
 
 
 def docs_index(warehouse: str) -> str:
