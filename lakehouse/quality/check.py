@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.query import TableSource
+    from lakehouse.query.split import Split
     from lakehouse.verify import Check
 
 UTC = dt.timezone.utc
@@ -82,14 +83,14 @@ def _run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archiv
     return out
 
 
-def _views(spark: "SparkSession", source: "TableSource", scope: str, day: dt.date | None) -> tuple[dict[str, str], "DataFrame", dict[str, Any]]:
+def _views(spark: "SparkSession", source: "TableSource", split: "Split", scope: str,
+           day: dt.date | None) -> tuple[dict[str, str], "DataFrame", dict[str, Any]]:
     """Register the scope's views; (view names, the rows in scope, pinned versions)."""
     from pyspark.sql import functions as F
 
     from lakehouse.query import spark as spark_q
 
     d = source.definition
-    split = spark_q.current(spark, source)
     cols = d.visible_columns
 
     def read(path: str, version: int) -> "DataFrame":
@@ -123,13 +124,13 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
         raise LakehouseError(f"check {source.name}: --scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     d = source.definition
     report = Report(d.name, scope, day, uuid.uuid4().hex[:12], dt.datetime.now(UTC))
-    names, rows, report.versions = _views(spark, source, scope, day)
+    v = Verifier(spark, source)  # one pair of pinned snapshots for the row and the file checks
+    v.days = {day} if day else None
+    names, rows, report.versions = _views(spark, source, v.split, scope, day)
     try:
         report.checks += _run_invariants(spark, d, names["view"], None if scope == "live" else names["archive"],
                                          names["stored"])
         if scope != "live":
-            v = Verifier(spark, source)
-            v.days = {day} if day else None
             for c in [*v.sorted_checks(), *v.vector_checks()]:
                 report.checks.append(_from_verify(c))
         report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.{scope}", f"tables/{d.name}.yaml",
