@@ -107,7 +107,8 @@ class Lakehouse:
     # -- tables ---------------------------------------------------------------------------
 
     def tables(self) -> list[TableState]:
-        """Every defined table and its state (from Delta logs; no Spark)."""
+        """Every defined table and its state (from Delta logs; Spark only to finish what a
+        crashed stream operation left)."""
         out = []
         from lakehouse.archive.state import read_snapshot, read_status
         from lakehouse.stream.engine import describe, wall_clock
@@ -117,6 +118,8 @@ class Lakehouse:
         for name, d in sorted(self.definitions().items()):
             p = self.paths(name)
             created = delta_exists(p.live)
+            if created:
+                self.recover_stream(name)  # what a crashed operation left, first
             snap = read_snapshot(p.archive) if created else None
             cutoff = snap.cutoff if snap else None
             stream = describe(StreamStore(p), d, p, now) if created else {"bound": None, "watermark": None,
@@ -280,10 +283,21 @@ class Lakehouse:
         """Producer ``name`` of ``table``; ``now`` fixes its clock (replays, tests)."""
         return self.table(table).producer(name, clock=_clock(now))
 
+    def recover_stream(self, table: str) -> bool:
+        """Finish what a crashed operation left on ``table``'s stream (a release, an insert's
+        rejects), if anything (True then; Spark starts only for that)."""
+        from lakehouse.stream.engine import Stream
+
+        d, p = self.definition(table), self.paths(table)
+        return delta_exists(p.live) and Stream(self.spark, d, p).recover()
+
     def stream_status(self, table: str, now: Any = None) -> dict[str, Any]:
+        """``table``'s stream as of ``now``: B, the watermark, staged rows, producers (a crashed
+        operation's work is finished first)."""
         from lakehouse.stream.engine import describe, wall_clock
         from lakehouse.stream.store import StreamStore
 
+        self.recover_stream(table)
         d, p = self.definition(table), self.paths(table)
         clock = _clock(now) or wall_clock
         return describe(StreamStore(p), d, p, clock())

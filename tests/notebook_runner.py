@@ -71,6 +71,53 @@ class Run:
                    if "image/png" in o.get("data", {}))
 
 
+# What may differ between two runs of the same notebook, masked before comparing a committed
+# notebook's printed values with a fresh run's (tests/test_notebooks.py). The rule: durations (a
+# number with a unit of time), absolute paths, wall-clock timestamps of today (the notebooks' data
+# and their injected clocks are fixed dates; the time a row was rejected or a job recorded is the
+# run's), hexadecimal ids (uuids, Spark application ids), memory addresses, and a job's bytes
+# before and after (a warehouse's size: Delta's logs and Spark's parallel writes vary by a few
+# bytes). Anything else a cell prints is a value the notebook shows its reader, and must match.
+_MASKS = [
+    (re.compile(r"(?<![\w.])(?:/[\w.@+-]+)+/?"), "<path>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<timestamp>"),
+    (re.compile(r"\b0x[0-9a-f]+\b"), "<address>"),
+    (re.compile(r"\b[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\b"), "<id>"),
+    (re.compile(r"\b(?:local|app)-\d+(?:-\d+)?\b"), "<app>"),
+    (re.compile(r"\b\d+(?:\.\d+)?(?:e-?\d+)? ?(?:ms|sec|seconds|min|minutes)\b"), "<duration>"),
+    (re.compile(r"\b(?:\d+(?:\.\d+)?[dhms])+\b"), "<duration>"),
+    (re.compile(r"\bbytes \d+ -> \d+"), "bytes <size> -> <size>"),
+]
+
+
+def mask(text: str, fixed: tuple[str, ...] = ()) -> str:
+    """``text`` with what varies run to run masked (see _MASKS); timestamps that start with one
+    of ``fixed`` (the notebook's own dates, e.g. ``2026-03-0``) are kept."""
+    out = _ANSI.sub("", text)
+    for pattern, name in _MASKS:
+        if name == "<timestamp>":
+            out = pattern.sub(lambda m: m.group(0) if m.group(0).startswith(fixed) else name, out)
+        else:
+            out = pattern.sub(name, out)
+    return out
+
+
+def printed(nb: Any) -> list[str]:
+    """What each code cell printed (streams and plain-text results), one string per code cell."""
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        parts = []
+        for o in cell.get("outputs", []):
+            if o.output_type == "stream":
+                parts.append(o.text)
+            elif o.output_type in ("execute_result", "display_data"):
+                parts.append(o.get("data", {}).get("text/plain", ""))
+        out.append("".join(parts))
+    return out
+
+
 def kernel_env(tmpdir: Path) -> dict[str, str]:
     """The kernel's environment: the caller's, without LAKEHOUSE_*, with this repository first
     on PYTHONPATH, a small local Spark, and ``tmpdir`` as TMPDIR (where a notebook makes its

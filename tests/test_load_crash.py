@@ -105,7 +105,7 @@ def test_load_cli_options_after_the_command(spark, tmp_path):
     assert json.loads(proc.stdout) | {"load_ids": None} == {
         "rows_loaded": 1, "rows_rejected": 0, "files_skipped": 0, "files_rejected": [], "skipped": [],
         "rows_inserted": 1, "rows_updated": 0, "rows_late": 0, "rows_staged": 0, "recovered_batches": [],
-        "load_ids": None}
+        "discarded_batches": [], "load_ids": None}
     proc = cli(p, "load", "events", f, "--format", "json")  # the same content: skipped
     assert proc.returncode == 0 and json.loads(proc.stdout)["files_skipped"] == 1
     # the input format is --input-format; content that contradicts it is one file reject, exit 1
@@ -120,29 +120,30 @@ def test_load_cli_options_after_the_command(spark, tmp_path):
 
 
 def test_rerun_after_a_crash_never_doubles_rows_or_rejects_even_with_force(spark, tmp_path):
-    """Killed after the files were taken: the rerun finishes the interrupted batch and does not
-    take its files again, whatever --force says (a failed file is rejected once)."""
+    """Killed after the files were taken (before the stream registered the insert): the rerun
+    discards the interrupted batch and takes the files afresh, once each whatever --force says (a
+    failed file is rejected once)."""
     p = Project(tmp_path / "proj").table(EVENTS).create("events")
     good = p.text("good.csv", "id,amount,at\n1,0.5,2026-11-20T10:00:00Z\n2,0.5,2026-11-20T10:00:00Z\n")
     wrong = p.text("wrong.jsonl", "id,amount,at\n3,0.5,2026-11-20T10:00:00Z\n")  # CSV, not JSON Lines
     proc = cli(p, "load", "events", good, wrong, "--force", crash="ingest_after_take")
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     r = p.lh.load("events", [good, wrong, good], force=True)
-    assert [b.recovered for b in r.batches] == [True]
+    assert r.discarded == [1] and [b.recovered for b in r.batches] == [False]
     assert sorted(x["id"] for x in scan(p.lh.paths("events").live, "SELECT id FROM t").to_pylist()) == [1, 2]
     rejects = p.lh.rejects("events")
     assert [(os.path.basename(x["source"]), x["line"]) for x in rejects] == [("wrong.jsonl", None)]
 
 
 def test_a_file_changed_between_the_crash_and_the_rerun_is_never_half_loaded(spark, tmp_path):
-    """The content recorded when a file was taken is the content loaded, or the file is failed
-    ("changed since it was taken") and its new content loads as new content, once."""
+    """A load killed before its insert was registered is discarded: the rerun loads the file as it
+    is now, once (never a mix of the old and the new content)."""
     p = Project(tmp_path / "proj").table(EVENTS).create("events")
     f = p.text("a.csv", "id,amount,at\n1,0.5,2026-11-20T10:00:00Z\n")
     proc = cli(p, "load", "events", f, crash="ingest_after_take")
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     Path(f).write_text("id,amount,at\n7,0.5,2026-11-20T10:00:00Z\n8,0.5,2026-11-20T10:00:00Z\n")
     r = p.lh.load("events", [f])
-    assert r.recovered and "changed since it was taken" in (r.recovered[0].errors.get(f) or "")
+    assert r.discarded == [1] and not r.recovered and r.rows_loaded == 2
     assert sorted(x["id"] for x in scan(p.lh.paths("events").live, "SELECT id FROM t").to_pylist()) == [7, 8]
     assert p.lh.load("events", [f]).files_skipped  # the new content is now the loaded content

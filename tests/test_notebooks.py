@@ -5,11 +5,14 @@ the running venv (tests/notebook_runner.py): a copy of it in a temporary working
 TMPDIR there too, so the project each notebook makes with ``tempfile.mkdtemp`` is cleaned up with
 the test. A cell that raises fails the test with its source and error. Then the values the
 cells printed are checked: per notebook, the relations in CHECKS below (a notebook without an
-entry is only run). ``make notebooks`` re-executes them in place for their committed outputs.
+entry is only run), and every code cell's printed output against the committed notebook's, with
+what varies run to run masked by the rule of ``notebook_runner.mask`` (durations, paths, today's
+timestamps, ids). ``make notebooks`` re-executes them in place for their committed outputs.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import shutil
 from collections.abc import Callable
@@ -19,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.notebook_runner import NOTEBOOKS, CellFailed, Run, execute
+from tests.notebook_runner import NOTEBOOKS, CellFailed, Run, execute, mask, printed
 
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 
@@ -173,6 +176,15 @@ def test_notebook(path: Path, executed: dict[str, Any]) -> None:
     check = CHECKS.get(path.stem)
     if check is not None:
         check(text, run)
+    # what the committed notebook shows its reader is what the code prints today
+    fresh, kept = printed(run.notebook), printed(committed)
+    assert len(fresh) == len(kept), f"{path.name}: {len(kept)} code cells committed, {len(fresh)} run: `make notebooks`"
+    for i, (a, b) in enumerate(zip(kept, fresh)):
+        if mask(a) != mask(b):
+            diff = "\n".join(difflib.unified_diff(mask(a).splitlines(), mask(b).splitlines(), "committed", "fresh run",
+                                                  lineterm="", n=1))
+            pytest.fail(f"{path.name}: code cell {i + 1} prints other values than its committed outputs "
+                        f"(masked as tests/notebook_runner.py says); run `make notebooks`:\n{diff}", pytrace=False)
 
 
 def test_every_notebook_is_collected() -> None:

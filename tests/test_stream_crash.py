@@ -37,10 +37,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 CLICKS = CLICKS_TABLE + "stream: {allowed_lateness: 0, lease: 24h}\n"
 HEADER = ["user_id", "url", "at"]
 POINTS = ["ingest_after_take", "ingest_after_staging", "stream_after_insert", "stream_after_plan",
-          "stream_during_release", "stream_after_live", "stream_after_state", "ingest_after_live",
-          "ingest_after_rejects", "ingest_after_state"]
+          "stream_during_release", "stream_after_live", "stream_after_state", "stream_before_rejects",
+          "ingest_after_live", "ingest_after_rejects", "ingest_after_state"]
 """In the order the insert reaches them (ingest_during_staging, a timer in the staging job, is
 tested by test_load_crash and test_ingest_crash: nothing of the stream has happened by then)."""
+UNREGISTERED = ("ingest_after_take", "ingest_after_staging")
+"""Killed before the stream registered the insert: it never happened (and never comes back)."""
 DETACH_POINTS = ["stream_after_plan", "stream_after_live"]
 """Killed in the release of A's detach: planned and not committed, committed and not recorded."""
 TIMERS = ("stream_during_release",)
@@ -166,6 +168,9 @@ def crashed(spark, tmp_path_factory):
         p = clone(template, tmp_path_factory.mktemp(point) / "proj")
         f = str(p.root / "data" / "b.csv")
         out[point] = (p, f, pool.submit(cli, p, "producer", "clicks", "B", "insert", f, crash=point))
+    p = clone(template, tmp_path_factory.mktemp("gone") / "proj")
+    out["gone"] = (p, None, pool.submit(cli, p, "producer", "clicks", "B", "insert", str(p.root / "data" / "b.csv"),
+                                        crash="stream_before_rejects"))
     inserted = clone(template, tmp_path_factory.mktemp("inserted") / "proj")
     r = inserted.lh.producer("clicks", "B").insert_files([str(inserted.root / "data" / "b.csv")])
     assert (r.rows_loaded, r.rows_staged) == (5, 2), r.as_dict()
@@ -185,7 +190,8 @@ def check_killed(point: str, proc: Any) -> None:
 
 def check_after_crash(p: Project, releases: list[set[int]]) -> None:
     """Right after the kill: nothing doubled, a release is in live entirely or not at all, and the
-    stream's lock is free (its holder is gone)."""
+    stream's lock is free (its holder is gone); then ``stream`` (which first finishes a release
+    the killed process left) shows what live holds."""
     live = live_ids(p)
     assert not [i for i, n in live.items() if n > 1], f"rows released twice: {live}"
     assert set(live) in releases, f"a release is partly visible: {sorted(live)}"
@@ -194,12 +200,15 @@ def check_after_crash(p: Project, releases: list[set[int]]) -> None:
     assert {(f, n) for f, n, _ in rej} <= lines("b.csv", B_ROWS, "late") | lines("b.csv", B_ROWS, "bad")
     lock = read_lease(os.path.join(p.lh.paths("clicks").root, "_stream", "lock"))
     assert lock is None or lock.free(time.time()), lock
-    # what `stream` shows (a committed release counts, recorded or not) is what live holds
+    # what `stream` shows is what live holds (a release the killed process planned is in it now)
     bound = p.lh.stream_status("clicks")["bound"]
+    live = live_ids(p)
+    assert set(live) in releases and not [i for i, n in live.items() if n > 1], sorted(live)
     assert bound == (max(r["at"] for r in p.live("clicks")) if live else None), (bound, sorted(live))
 
 
-def check_exact(p: Project, live: set[int], rejects: set[tuple[str, int, str]], staged: int, bound: str) -> None:
+def check_exact(p: Project, live: set[int], rejects: set[tuple[str, int, str]], staged: int,
+                bound: str | None) -> None:
     counts = live_ids(p)
     assert not [i for i, n in counts.items() if n > 1], f"rows released twice: {counts}"
     assert set(counts) == live
@@ -208,7 +217,7 @@ def check_exact(p: Project, live: set[int], rejects: set[tuple[str, int, str]], 
     assert set(rej) == rejects
     status = p.lh.stream_status("clicks")
     assert status["staged"] == staged, status
-    assert status["bound"].isoformat().replace("+00:00", "Z") == ts(bound), status
+    assert (status["bound"] and status["bound"].isoformat().replace("+00:00", "Z")) == (bound and ts(bound)), status
 
 
 RELEASED = ids(A_ROWS, "live") | ids(B_ROWS, "live")
@@ -241,10 +250,23 @@ def test_insert_killed_at_each_point_then_every_row_once(point, crashed):
     check_killed(point, future.result())
     check_after_crash(p, [set(), RELEASED])
 
-    # B runs the same insert again: the interrupted one is finished, nothing is taken twice
+    # another producer's operation finishes what the killed one left: a registered insert whole
+    # (its release, its late and bad rows in rejects), an unregistered one stays nowhere for good
+    p.lh.producer("clicks", "A").heartbeat()
+    if point in UNREGISTERED:
+        check_exact(p, set(), set(), staged=3, bound=None)
+    else:
+        check_exact(p, RELEASED, REJECTS, staged=2, bound="10:05")
+
+    # B runs the same insert again: a registered one is finished (nothing taken twice); an
+    # unregistered one was discarded and the file is taken afresh
     B = p.lh.producer("clicks", "B")
     again = B.insert_files([f])
-    assert again.recovered or again.files_skipped, again.as_dict()
+    if point in UNREGISTERED:
+        assert again.discarded == [1] and not again.recovered and again.rows_loaded == 5, again.as_dict()
+        assert not [n for n in staging_left(p) if n.startswith("ingest-producer-B-") and n.endswith("-00000001")]
+    else:
+        assert (again.recovered or again.files_skipped) and not again.discarded, again.as_dict()
     check_exact(p, RELEASED, REJECTS, staged=2, bound="10:05")
     late = [r for r in p.lh.rejects("clicks") if r["reason"] == "late_row"]
     assert {(r["producer"], r["bound"].isoformat()) for r in late} == {("B", "2026-11-20T09:00:00+00:00")}
@@ -272,6 +294,24 @@ def test_detach_killed_in_its_release_then_the_other_producer_finishes_it(point,
     check_exact(p, EVERYTHING, REJECTS, staged=0, bound="10:30")
     p.lh.producer("clicks", "B").detach()
     check_final(p)
+
+
+def test_a_producer_killed_before_its_rejects_that_detaches_and_never_returns_leaves_nothing_behind(crashed):
+    """B's insert is registered and released, then B is killed before its rejects commit. B's own
+    next operation is a detach (it never inserts again), then A detaches: the late and bad rows
+    are in rejects (with producer and bound), counted on B, and no staging is left."""
+    p, _, future = crashed["gone"]
+    check_killed("stream_before_rejects", future.result())
+    assert rejected(p) == Counter() and set(live_ids(p)) == RELEASED
+    p.lh.producer("clicks", "B").detach()
+    assert set(rejected(p)) == REJECTS
+    late = [r for r in p.lh.rejects("clicks") if r["reason"] == "late_row"]
+    assert {(r["producer"], r["bound"].isoformat()) for r in late} == {("B", "2026-11-20T09:00:00+00:00")}
+    p.lh.producer("clicks", "A").detach()
+    check_exact(p, EVERYTHING, REJECTS, staged=0, bound="10:30")
+    assert staging_left(p) == [], "staged rows left behind"
+    assert {x["name"]: x["rejected"] for x in stream_json(p)["producers"]} == {"A": 0, "B": 2}
+    check_events(p, via_cli=False)
 
 
 # -- 2. producers in separate processes at once --------------------------------------------------
@@ -341,7 +381,7 @@ def test_three_producer_processes_at_once_release_every_row_once(spark, tmp_path
 # -- 3. a one-shot load killed while it holds the watermark --------------------------------------
 
 
-def test_a_killed_load_holds_the_watermark_until_the_next_load_finishes_and_detaches(crashed):
+def test_a_killed_load_holds_the_watermark_until_the_next_load_detaches(crashed):
     p, f, future = crashed["load"]
     proc = future.result()
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
@@ -356,11 +396,17 @@ def test_a_killed_load_holds_the_watermark_until_the_next_load_finishes_and_deta
     assert (r.rows_loaded, r.rows_staged) == (3, 3), r.as_dict()
     assert live_ids(p) == Counter() and p.lh.stream_status("clicks")["watermark"] is None
 
-    # the user runs the same load again: it finishes the interrupted batch and detaches
+    # the user runs the same load again: the interrupted batch (never registered) is discarded and
+    # the killed load's attachment is finished (detached), so the other producer's rows pass; the
+    # load attaches afresh at B (10:00) and takes the file anew: its rows, older, are late now
     again = p.lh.load("clicks", [f])
-    assert [b.recovered for b in again.batches] == [True] and again.rows_loaded == 3, again.as_dict()
-    assert live_ids(p) == Counter(ids(LOAD_ROWS, "live") | ids(OTHER_ROWS, "live"))
-    assert set(rejected(p)) == {(*x, "bad") for x in lines("load.csv", LOAD_ROWS, "bad")}
+    assert again.discarded == [1] and [b.recovered for b in again.batches] == [False], again.as_dict()
+    assert (again.rows_loaded, again.as_dict()["rows_late"]) == (0, 3), again.as_dict()
+    assert live_ids(p) == Counter(ids(OTHER_ROWS, "live"))
+    assert set(rejected(p)) == {(*x, "bad") for x in lines("load.csv", LOAD_ROWS, "bad")} | {
+        (*x, "late") for x in lines("load.csv", LOAD_ROWS, "live")}
+    late = [r for r in p.lh.rejects("clicks") if r["reason"] == "late_row"]
+    assert {(r["producer"], r["bound"].isoformat()) for r in late} == {("load", "2026-11-20T10:00:00+00:00")}
     doc = stream_json(p)
     assert [(x["name"], x["attached"], x["holding"], x["staged"]) for x in doc["producers"]] == [
         ("load", False, False, 0), ("other", True, True, 0)]
@@ -369,10 +415,10 @@ def test_a_killed_load_holds_the_watermark_until_the_next_load_finishes_and_deta
     third = p.lh.load("clicks", [f])
     assert (third.rows_loaded, len(third.files_skipped)) == (0, 1)
     other.detach()
-    assert live_ids(p) == Counter(ids(LOAD_ROWS, "live") | ids(OTHER_ROWS, "live"))
+    assert live_ids(p) == Counter(ids(OTHER_ROWS, "live"))
     assert staging_left(p) == []
     events = check_events(p)
-    # the second load finishes the killed one's batch, detaches it and attaches afresh (at B)
+    # the second load discards the killed one's batch, detaches it and attaches afresh (at B)
     assert [(e["kind"], e.get("producer")) for e in events if e["kind"] in ("attach", "detach")] == [
         ("attach", "load"), ("attach", "other"), ("detach", "load"), ("attach", "load"), ("detach", "load"),
         ("attach", "load"), ("detach", "load"), ("detach", "other")]

@@ -12,6 +12,7 @@ skips the commit, so a crash at any point loads every file exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -22,8 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import crashpoints, rejects
-from lakehouse.commit import with_retries
+from lakehouse import crashpoints
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
 from lakehouse.ingest.blocks import (
@@ -31,8 +31,6 @@ from lakehouse.ingest.blocks import (
     FILE_ERROR,
     GOOD,
     KIND_COLUMN,
-    LINE_COLUMN,
-    RAW_COLUMN,
     REASON_COLUMN,
     REJECT,
     Block,
@@ -44,6 +42,8 @@ from lakehouse.ingest.blocks import (
 from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, is_files_source
 from lakehouse.inputs import Format, detect_format
 from lakehouse.records import first_line
+from lakehouse.stream import staged
+from lakehouse.stream.model import DueRejects
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version, write_json
 
 if TYPE_CHECKING:
@@ -159,7 +159,6 @@ class BatchRunner:
         manifest_path = os.path.join(staging, "manifest.json")
         # a batch of a run before streams went straight into live with the source's SetTransaction
         live_done = (txn_version(self.paths.live, app) or 0) >= batch.number
-        rejects_done = (txn_version(self.paths.rejects, app) or 0) >= batch.number
         replay = self.stream.replay(self.producer, app, batch.number)
         manifest: dict[str, Any] | None = replay.get("manifest") if replay else None
         if manifest is None and os.path.exists(manifest_path):
@@ -194,30 +193,21 @@ class BatchRunner:
         file_errors += [(p, reason) for p, (_, reason) in zip(failed_paths, batch.failed)]
         load_id = state.load_id(batch)
         failed_idx = [int(i) for i, f in manifest["files"].items() if f["error"]]
+        spec = staged.rejects_spec(staging, paths, failed_idx, file_errors, int(manifest["rejected"]), load_id,
+                                   dt.datetime.now(UTC))
         reg: Registered | None = None
         if not live_done:  # the good rows are this producer's insert (none: it still renews its lease)
             before = (self.stream.released.inserted, self.stream.released.updated)
             reg = self.stream.register(self.producer, app, batch.number, staging, failed_idx, load_id,
-                                       has_rejects=bool(manifest["rejected"]), manifest=manifest)
+                                       rejects=spec, manifest=manifest)  # its rejects are committed too
             result.rows_inserted = self.stream.released.inserted - before[0]
             result.rows_updated = self.stream.released.updated - before[1]
+        elif staged.has_rejects(spec, 0):  # a batch of a run before streams: its rejects, if not in yet
+            staged.commit_rejects(self.spark_factory, self.definition, self.paths,
+                                  DueRejects(app, batch.number, self.producer, None, None, 0, spec))
         crashpoints.reached("ingest_after_live")
         late = reg.late_by_file if reg is not None else {}
-        if not rejects_done and (manifest["rejected"] or file_errors or late):
-            session = self.spark_factory()
-            at = dt.datetime.now(UTC)
-            frames = []
-            if manifest["rejected"]:
-                frames.append(self._rejects_frame(session, staging, paths, manifest, load_id, at))
-            if late and reg is not None:
-                frames.append(self._late_frame(session, staging, paths, manifest, reg.late_below, load_id, at))
-            if file_errors:
-                frames.append(rejects.file_frame(session, file_errors, load_id, at, producer=self.producer))
-            with_retries(f"rejects of batch {batch.number} of {state.source} into {self.definition.name}",
-                         lambda: rejects.append(session, self.paths, frames, txn=(app, batch.number)))
         crashpoints.reached("ingest_after_rejects")
-        if reg is not None and reg.segment is not None and (manifest["rejected"] or late):
-            self.stream.rejects_written(reg.segment)
         for i, name in enumerate(batch.files):
             e = state.files[name]
             stats = manifest["files"].get(str(i), {"good": 0, "rejected": 0, "error": None})
@@ -244,12 +234,43 @@ class BatchRunner:
         result.seconds = time.monotonic() - started
         return result
 
+    def registered(self, state: IngestState, batch: Batch) -> bool:
+        """Whether the stream took the batch as an insert (or, before streams, live holds it)."""
+        return (self.stream.replay(self.producer, state.app_id, batch.number) is not None
+                or (txn_version(self.paths.live, state.app_id) or 0) >= batch.number)
+
+    def discard(self, state: IngestState, batch: Batch, inbox: str | None = None) -> None:
+        """Forget a batch of an insert that was interrupted before the stream registered it: it
+        never happened, and it never comes back. Its files are recorded ``discarded`` (those in
+        ``inbox``, temporary files of the Python API, are deleted and forgotten) and its staging
+        goes. Only for files sources, whose batches the producer's process runs while it holds
+        the source's lock (a landing directory's batch is taken again instead)."""
+        assert is_files_source(state.source), state.source
+        for name in [*batch.files, *(n for n, _ in batch.failed)]:
+            e = state.files.get(name)
+            if e is None:
+                continue
+            path = state.path_of(e)
+            if inbox and os.path.dirname(path).startswith(inbox):
+                del state.files[name]
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+                continue
+            e.status, e.rows, e.rows_rejected = "discarded", 0, 0
+            e.error = (f"{path}: its insert (batch {batch.number} of {state.source}) was interrupted before the "
+                       "stream registered it; nothing of it was taken: give the file again")
+        state.pending = [b for b in state.pending if b.number != batch.number]
+        self.store.save(state)
+        log.warning("%s: batch %d of %s was interrupted before it was registered; discarded (its files can be "
+                    "given again)", self.definition.name, batch.number, state.source)
+        remove_tree(join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}"))
+
     def clean_staging(self, state: IngestState) -> None:
         """Remove the staging of this source's finished batches (a crash after the state was saved
         leaves it behind)."""
         prefix = f"ingest-{state.key}-"
         pending = {f"{prefix}{b.number:08d}" for b in state.pending}
-        staged = {os.path.basename(p.rstrip("/")) for p in self.stream.referenced()}
+        staged = {os.path.basename(p.rstrip("/")) for p in self.stream.store.referenced()}
         if os.path.isdir(self.paths.staging):
             for name in os.listdir(self.paths.staging):
                 mine = name.startswith(prefix) and name[len(prefix):].isdigit()  # not "ingest-load-x-..." for "load"
@@ -325,33 +346,6 @@ class BatchRunner:
 
     def _staged(self, spark: "SparkSession", staging: str) -> "DataFrame":
         return spark.read.parquet(join(staging, "rows"))
-
-    def _late_frame(self, spark: "SparkSession", staging: str, paths: list[str], manifest: dict[str, Any],
-                    below: int | None, load_id: str, at: dt.datetime) -> "DataFrame":
-        """Rejects of the late rows of an insert: good rows earlier than the bound they broke."""
-        from pyspark.sql import functions as F
-
-        from lakehouse.stream.engine import from_micros
-
-        ok = [int(i) for i, f in manifest["files"].items() if not f["error"]]
-        sources = F.create_map(*[x for i in ok for x in (F.lit(i), F.lit(paths[i]))])
-        et = F.col(self.definition.event_time)
-        df = self._staged(spark, staging).where(
-            (F.col(KIND_COLUMN) == GOOD) & F.col(FILE_COLUMN).isin(ok) & (et < F.expr(f"timestamp_micros({below}L)")))
-        record = F.coalesce(F.col(RAW_COLUMN), F.to_json(F.struct(*[F.col(c) for c in self.definition.column_names])))
-        return rejects.rows_frame(df, F.element_at(sources, F.col(FILE_COLUMN)), F.col(LINE_COLUMN), record,
-                                  F.lit(rejects.LATE_ROW), load_id, at, producer=self.producer,
-                                  bound=from_micros(below))
-
-    def _rejects_frame(self, spark: "SparkSession", staging: str, paths: list[str], manifest: dict[str, Any],
-                       load_id: str, at: dt.datetime) -> "DataFrame":
-        from pyspark.sql import functions as F
-
-        ok = [int(i) for i, f in manifest["files"].items() if not f["error"]]
-        sources = F.create_map(*[x for i in ok for x in (F.lit(i), F.lit(paths[i]))])
-        df = self._staged(spark, staging).where((F.col(KIND_COLUMN) == REJECT) & F.col(FILE_COLUMN).isin(ok))
-        return rejects.rows_frame(df, F.element_at(sources, F.col(FILE_COLUMN)), F.col(LINE_COLUMN),
-                                  F.col(RAW_COLUMN), F.col(REASON_COLUMN), load_id, at, producer=self.producer)
 
 
 # -- block descriptors as Spark rows -------------------------------------------------------------

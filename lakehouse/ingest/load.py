@@ -28,7 +28,14 @@ from lakehouse.ingest.batch import (
     continue_numbering,
     plan_entry,
 )
-from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, producer_source
+from lakehouse.ingest.state import (
+    Batch,
+    FileEntry,
+    IngestState,
+    StateStore,
+    inbox_folder,
+    producer_source,
+)
 from lakehouse.inputs import detect_format
 from lakehouse.live import check_loadable
 from lakehouse.settings import is_local
@@ -68,6 +75,8 @@ class LoadResult:
     load_ids: list[str] = field(default_factory=list)
     rows_staged: int = 0
     """Rows of the producer still staged at the end, waiting for the watermark to pass them."""
+    discarded: list[int] = field(default_factory=list)
+    """Batches of an earlier insert interrupted before it was registered: discarded (never taken)."""
 
     @property
     def rows_loaded(self) -> int:
@@ -116,6 +125,7 @@ class LoadResult:
             "rows_late": sum(b.rows_late for b in self.batches),
             "rows_staged": self.rows_staged,
             "recovered_batches": [b.number for b in self.recovered],
+            "discarded_batches": self.discarded,
             "load_ids": self.load_ids,
         }
 
@@ -132,6 +142,7 @@ class Load:
         self.store = StateStore(self.paths)
         self.producer = producer
         self.source = producer_source(producer)
+        self.inbox = inbox_folder(self.paths.root, self.source)
         self.stream = stream or Stream(spark_factory, definition, self.paths)
         self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, self.stream, producer)
 
@@ -156,7 +167,12 @@ class Load:
             state = self.store.load(self.source)
             continue_numbering(state, self.paths)
             self.runner.clean_staging(state)
-            # files of a load killed before it finished: finished first, and not taken again
+            # batches of an insert killed (or failed) before the stream registered it never
+            # happened: discarded for good; those registered are finished (their bookkeeping)
+            for batch in list(state.pending):
+                if not self.runner.registered(state, batch):
+                    self.runner.discard(state, batch, inbox=self.inbox)
+                    result.discarded.append(batch.number)
             recovered = {(state.path_of(state.files[n]), state.files[n].checksum)
                          for b in state.pending for n in [*b.files, *(m for m, _ in b.failed)]
                          if n in state.files}

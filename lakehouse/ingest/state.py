@@ -28,7 +28,9 @@ from lakehouse.errors import LakehouseError
 from lakehouse.ingest.tsort import T
 from lakehouse.warehouse import TablePaths, join, write_json
 
-STATUSES = ("queued", "ingested", "late", "failed")
+STATUSES = ("queued", "ingested", "late", "failed", "discarded")
+"""``discarded``: taken by an insert (``load``, a producer's) that was interrupted before the
+stream registered it; nothing of it was taken, and it is never retried (give the file again)."""
 FORMAT_VERSION = 1
 UTC = dt.timezone.utc
 
@@ -41,6 +43,12 @@ def producer_source(producer: str) -> str:
     """The source of files a producer inserts (``lakehouse producer T NAME insert``); the
     producer ``load`` is ``lakehouse load``'s."""
     return LOAD_SOURCE if producer == "load" else f"<producer:{producer}>"
+
+
+def inbox_folder(root: str, source: str) -> str:
+    """Where the Python API writes the rows a producer inserts as data (temporary files) under a
+    table's folder ``root``."""
+    return join(root, "_stream", "inbox", source_key(source))
 
 
 def is_files_source(source: str) -> bool:

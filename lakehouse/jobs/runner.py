@@ -145,6 +145,11 @@ class Runner:
         return [decide(job, d.name, interval(d, job), runs, now, fp, self.retry_backoff) for job in JOBS]
 
     def _table_round(self, d: "TableDefinition", dry_run: bool) -> list[Outcome]:
+        if not dry_run:
+            try:
+                self.lh.recover_stream(d.name)  # what a crashed stream operation left, first
+            except LakehouseError as e:  # the jobs still run; the next operation tries again
+                log.warning("%s: could not finish what a crashed stream operation left: %s", d.name, e)
         decisions = self._decide_table(d)
         if not any(x.due for x in decisions):
             return [Outcome(x) for x in decisions]

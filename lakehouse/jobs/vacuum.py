@@ -191,8 +191,7 @@ class Vacuum:
             return
         names = sorted(os.listdir(folder))
         try:
-            referenced = {os.path.basename(s.data.get("path", "").rstrip("/"))
-                          for s in StreamStore(self.paths).read().segments}
+            referenced = {os.path.basename(p.rstrip("/")) for p in StreamStore(self.paths).referenced()}
         except Exception:  # noqa: BLE001 - unreadable stream state: keep every ingest staging
             referenced = {n for n in names if n.startswith("ingest-")}
         store = StateStore(self.paths)

@@ -22,7 +22,6 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,8 +34,16 @@ from lakehouse.definitions import LOAD_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.ingest.blocks import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.live import SEQ_COLUMN, commit_live
-from lakehouse.stream import ledger
-from lakehouse.stream.model import Event, Release, Segment, StreamError, StreamState, fmt
+from lakehouse.stream import ledger, staged
+from lakehouse.stream.model import (
+    DueRejects,
+    Event,
+    Release,
+    Segment,
+    StreamError,
+    StreamState,
+    fmt,
+)
 from lakehouse.stream.store import StreamStore
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
 
@@ -137,6 +144,7 @@ class Stream:
             try:
                 self.store.flush(state)  # events a crashed process saved but did not log
                 self._finish_pending(state, lease)
+                self._finish_rejects(state, lease)
                 yield state, lease
             except StreamError as e:
                 raise StreamError(f"{self.definition.name}: {e}") from None
@@ -182,9 +190,14 @@ class Stream:
         return last if last.get("number") == number else {}
 
     def register(self, name: str, origin: str, number: int, staging: str, failed: list[int], load_id: str,
-                 has_rejects: bool, manifest: dict[str, Any] | None = None) -> Registered:
+                 rejects: dict[str, Any] | None = None, manifest: dict[str, Any] | None = None) -> Registered:
         """Insert the good rows staged in ``staging`` (files ``failed`` excluded) as producer
-        ``name``'s insert ``number`` of ``origin``; replayed inserts are recognised."""
+        ``name``'s insert ``number`` of ``origin``; replayed inserts are recognised.
+
+        This is the moment the insert happens: one save takes its rows (staged, late) and its
+        rejects (``rejects``: ``staged.rejects_spec`` of the bad rows and failed files; late rows
+        are added here). Then its rejects are committed and what became due is released; a
+        process killed after the save leaves both to the next operation, whoever runs it."""
         with self._changing(f"insert by {name}") as (state, lease):
             now = self.clock()
             owner = state.seen_by(origin, number)
@@ -196,41 +209,42 @@ class Stream:
                 live_seg = any(s.id == seg_id for s in state.segments)
                 return Registered(seg_id, last.get("below"), {int(k): v for k, v in last.get("late", {}).items()},
                                   keeps_staging=live_seg)
-            table = self._read_staged(staging, failed)
+            table = staged.read_times(self.definition, staging, failed)
             times = table["t"]
             if manifest and int(manifest.get("good", 0)) and not len(times):
                 raise LakehouseError(f"{self.definition.name}: insert {number} of {name!r}: its staged rows "
                                      f"({staging}) are gone; nothing was registered: run the same command again")
             data = {"path": staging, "failed": failed, "load_id": load_id, "origin": origin, "number": number}
-            seg, _, below, events = state.insert(name, times, now, self.lease_us, self.lateness_us, origin, number,
-                                                 segment_id=f"{state.insert_seq + 1:010d}", data=data)
+            seg, n_late, below, events = state.insert(name, times, now, self.lease_us, self.lateness_us, origin,
+                                                      number, segment_id=f"{state.insert_seq + 1:010d}", data=data)
             late_by_file: dict[int, int] = {}
             if below is not None:
                 files, counts = np.unique(table["f"][times < below], return_counts=True)
                 late_by_file = {int(f): int(n) for f, n in zip(files, counts)}
             if seg is not None:
-                seg.rejects_done = not (late_by_file or has_rejects)
                 self._times[seg.id] = np.sort(times if below is None else times[times >= below])
+            spec = dict(rejects or {})
+            if staged.has_rejects(spec, n_late):
+                state.rejects_due.append(DueRejects(origin, number, name, None if seg is None else seg.id,
+                                     below if n_late else None, int(n_late), spec))
             state.producers[name].last[origin] = {  # what a replay of this insert must report
                 "number": number, "below": below, "late": {str(k): v for k, v in late_by_file.items()},
                 "segment": None if seg is None else seg.id, "manifest": manifest}
             self.store.commit(state, events)
             crashpoints.reached("stream_after_insert")
             self._release(state, lease, now)
-            return Registered(None if seg is None else seg.id, below, late_by_file, keeps_staging=seg is not None)
+            crashpoints.reached("stream_before_rejects")
+            self._finish_rejects(state, lease)
+            return Registered(None if seg is None else seg.id, below, late_by_file,
+                              keeps_staging=seg is not None and any(s.id == seg.id for s in state.segments))
 
-    def rejects_written(self, segment: str) -> None:
-        """The insert's rejects are committed: its staging may go once its rows are released."""
-        with self._changing("rejects written") as (state, _):
-            for s in state.segments:
-                if s.id == segment:
-                    s.rejects_done = True
-            self.store.save(state)
-            self._cleanup(state)
-
-    def referenced(self) -> set[str]:
-        """Staging folders segments still need."""
-        return {s.data.get("path", "") for s in self.store.read().segments}
+    def recover(self) -> bool:
+        """Finish what a crashed operation left (a release, an insert's rejects, events to log),
+        if anything: True when there was something (read-only commands call this first)."""
+        if not self.store.read().unfinished():
+            return False
+        with self._changing("recovery"):
+            return True
 
     # -- releases ---------------------------------------------------------------------------------
 
@@ -264,6 +278,25 @@ class Stream:
                         self.definition.name, done)
             state.release_seq = done
             self.store.save(state)
+
+    def _finish_rejects(self, state: StreamState, lease: Lease) -> None:
+        """Commit the rejects of registered inserts (oldest first; a commit already in the table
+        is skipped), then let their staging go once nothing else needs it."""
+        if not state.rejects_due:
+            return
+        for due in list(state.rejects_due):
+            lease.check()
+            if staged.commit_rejects(self.spark_factory, self.definition, self.paths, due):
+                crashpoints.reached("stream_after_rejects")
+            state.rejects_committed(due)
+            self.store.save(state)
+            if due.segment is None:  # no segment owns the staging (no row was taken): it can go now
+                self._remove_staging(state, due.data.get("staging", ""))
+        self._cleanup(state)
+
+    def _remove_staging(self, state: StreamState, path: str) -> None:
+        if path and path not in self.store.referenced(state):
+            remove_tree(path)
 
     def _commit(self, state: StreamState, rel: Release, lease: Lease) -> None:
         lease.check()
@@ -319,28 +352,10 @@ class Stream:
                          F.lit(seg.seq).cast("long").alias(SEQ_COLUMN),
                          F.lit(release_load(seg, release)).alias(LOAD_COLUMN))
 
-    def _read_staged(self, staging: str, failed: list[int]) -> dict[str, "np.ndarray"]:
-        """Event times (micros) and file indexes of the good rows staged in ``staging``."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.dataset as ds
-
-        et = self.definition.event_time
-        folder = join(staging, "rows")
-        if not os.path.isdir(folder):
-            return {"t": np.zeros(0, np.int64), "f": np.zeros(0, np.int64)}
-        t = ds.dataset(folder, format="parquet").to_table(columns=[et, FILE_COLUMN, KIND_COLUMN],
-                                                          filter=ds.field(KIND_COLUMN) == GOOD)
-        if failed:
-            t = t.filter(pc.invert(pc.is_in(t[FILE_COLUMN], value_set=pa.array(failed, t[FILE_COLUMN].type))))
-        times = pc.cast(pc.cast(t[et], pa.timestamp("us", tz="UTC")), pa.int64())
-        return {"t": times.to_numpy(zero_copy_only=False).astype(np.int64),
-                "f": t[FILE_COLUMN].to_numpy(zero_copy_only=False).astype(np.int64)}
-
     def _times_of(self, seg: Segment) -> "np.ndarray":
         cached = self._times.get(seg.id)
         if cached is None:
-            times = self._read_staged(seg.data["path"], seg.data.get("failed", []))["t"]
+            times = staged.read_times(self.definition, seg.data["path"], seg.data.get("failed", []))["t"]
             cached = np.sort(times if seg.late_below is None else times[times >= seg.late_below])
             self._times[seg.id] = cached
         return cached
@@ -355,7 +370,7 @@ class Stream:
         self.store.save(state)
         for s in done:
             self._times.pop(s.id, None)
-            remove_tree(s.data["path"])
+            self._remove_staging(state, s.data["path"])
 
 
 # -- reading (no lease, no Spark) -----------------------------------------------------------------

@@ -18,7 +18,13 @@ time). The rules (the streams issue, made exact):
 - **Release**: staged rows with event time <= R = min(b_P of the holders) are committed into
   live, in (event time, producer, sequence) order; with no holder, everything staged is. B
   advances to the latest released event time.
-- **Watermark**: R while some producer holds, else B.
+- **Watermark**: R while some producer holds, else max(B, floor), where the floor is the highest
+  watermark the stream has shown at the start of any operation: the watermark never moves back
+  (a producer joining or returning, or the last holder detaching, cannot lower it).
+- **An insert happens when it is registered**: one save of this state takes its rows (staged
+  segment, late rows counted on the producer, and, when it has rejects, a ``DueRejects`` record).
+  An insert that never reached its registration (killed, or failed before it) never happened and
+  never comes back; one that did is finished by the next operation, whoever runs it.
 """
 
 from __future__ import annotations
@@ -96,8 +102,6 @@ class Segment:
     released: int = 0
     next_time: int | None = None
     """The earliest event time still staged (None: nothing is)."""
-    rejects_done: bool = True
-    """False until the insert's rejects (late rows, bad rows) are committed: its files are kept."""
     data: dict[str, Any] = field(default_factory=dict)
     """Where the rows are and how to read them (the durable layer's business)."""
 
@@ -110,6 +114,30 @@ class Segment:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Segment":
+        return cls(**{k: v for k, v in d.items() if k != "rejects_done"})  # (kept by older versions)
+
+
+@dataclass
+class DueRejects:
+    """The rejects (bad rows, failed files, late rows) of a registered insert, saved with it and
+    committed by whichever operation comes next if the inserting process died first (the commit
+    carries the SetTransaction ``origin`` -> ``number``: never twice)."""
+
+    origin: str
+    number: int
+    producer: str
+    segment: str | None
+    """The segment the same insert staged (None: no row was taken)."""
+    late_below: int | None
+    late: int
+    data: dict[str, Any] = field(default_factory=dict)
+    """Where the rejected rows are (the durable layer's business)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "DueRejects":
         return cls(**d)
 
 
@@ -182,6 +210,8 @@ class StreamState:
     """Events recorded so far (each event's number: the log is deduplicated by it)."""
     unlogged: list[dict[str, Any]] = field(default_factory=list)
     """Events saved with the state but maybe not yet appended to the log."""
+    rejects_due: list[DueRejects] = field(default_factory=list)
+    """Registered inserts whose rejects are not committed yet (oldest first)."""
 
     def record(self, events: list[Event]) -> None:
         """Number events and keep them with the state (saved with it, then appended to the log)."""
@@ -333,7 +363,7 @@ class StreamState:
         return True, min(p.bound for p in holders)  # type: ignore[type-var]
 
     def watermark(self, now: int) -> int | None:
-        """R while some producer holds, else B."""
+        """R while some producer holds, else max(B, floor): never below a watermark shown before."""
         held, r = self.release_point(now)
         return r if held else self.top
 
@@ -393,8 +423,17 @@ class StreamState:
                       detail=f"release {rel.seq} up to {fmt(rel.upto) if rel.upto is not None else 'all staged'}")]
 
     def finished_segments(self) -> list[Segment]:
-        """Segments with nothing staged and their rejects written: their files can go."""
-        return [s for s in self.segments if s.staged <= 0 and s.rejects_done]
+        """Segments with nothing staged and their rejects committed: their files can go."""
+        waiting = {r.segment for r in self.rejects_due}
+        return [s for s in self.segments if s.staged <= 0 and s.id not in waiting]
+
+    def rejects_committed(self, rejects: DueRejects) -> None:
+        """An insert's rejects are in the rejects table."""
+        self.rejects_due = [r for r in self.rejects_due if (r.origin, r.number) != (rejects.origin, rejects.number)]
+
+    def unfinished(self) -> bool:
+        """Work a crashed operation may have left: a release planned, rejects not committed."""
+        return self.pending is not None or bool(self.rejects_due)
 
     def drop(self, ids: set[str]) -> None:
         self.segments = [s for s in self.segments if s.id not in ids]
@@ -416,6 +455,7 @@ class StreamState:
             "pending": None if self.pending is None else self.pending.to_json(),
             "event_seq": self.event_seq,
             "unlogged": self.unlogged,
+            "rejects_due": [r.to_json() for r in self.rejects_due],
         }
 
     @classmethod
@@ -431,6 +471,7 @@ class StreamState:
             pending=None if d.get("pending") is None else Release.from_json(d["pending"]),
             event_seq=int(d.get("event_seq", 0)),
             unlogged=list(d.get("unlogged", [])),
+            rejects_due=[DueRejects.from_json(r) for r in d.get("rejects_due", [])],
         )
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.errors import InputError
-from lakehouse.ingest.state import producer_source, source_key
+from lakehouse.ingest.state import inbox_folder, producer_source
 from lakehouse.stream.engine import Stream, micros
 from lakehouse.warehouse import TablePaths, join
 
@@ -105,19 +105,21 @@ class Producer:
         """Insert rows: a list of dicts, an Arrow table or record batch, a pandas DataFrame, a
         Spark DataFrame, or a file path (or list of them).
 
-        An exception does not always mean "not inserted": once the rows are staged they go into
-        live (the producer's next insert finishes an interrupted one first), so an application
-        that retries after an error should look at ``stream()`` or the table first."""
+        An insert happens when the stream registers it (one save of the stream's state): from then
+        on its rows go into live or rejects even if this process dies (the next operation on the
+        table, whoever runs it, finishes the insert). An insert interrupted before that took
+        nothing and never comes back. So an exception does not always mean "not inserted": an
+        application that retries after an error should look at ``stream()`` or the table first."""
         if isinstance(data, (str, os.PathLike)):
             return self.insert_files([os.fspath(data)], input_format)
         if isinstance(data, list) and data and all(isinstance(x, (str, os.PathLike)) for x in data):
             return self.insert_files([os.fspath(x) for x in data], input_format)
-        inbox = join(self.paths.root, "_stream", "inbox", source_key(producer_source(self.name)))
+        inbox = inbox_folder(self.paths.root, producer_source(self.name))
         os.makedirs(inbox, exist_ok=True)
         files = self._write(data, inbox)
         try:
             return self.insert_files(files, "parquet", force=True, _temporary=True)
-        finally:  # inserted (or rejected) by now; a crash leaves them for the next insert to finish
+        finally:  # registered (the rows are staged) or failed whole; a crash leaves them to the next insert
             for f in files:
                 if os.path.isfile(f):
                     os.remove(f)

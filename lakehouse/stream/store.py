@@ -56,6 +56,12 @@ class StreamStore:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LakehouseError(f"{self.state_path}: corrupt stream state: {e!r}") from None
 
+    def referenced(self, state: StreamState | None = None) -> set[str]:
+        """Staging folders the stream still needs: staged rows, rejects not committed yet."""
+        state = self.read() if state is None else state
+        return ({s.data.get("path", "") for s in state.segments}
+                | {r.data.get("staging", "") for r in state.rejects_due}) - {""}
+
     def save(self, state: StreamState) -> None:
         if self.fence is not None:
             self.fence()
@@ -109,9 +115,11 @@ class StreamStore:
         return 0
 
     def events(self) -> list[dict[str, Any]]:
-        """Every event once, oldest first (a line cut short by a crash is skipped)."""
+        """Every event once, oldest first (a line cut short by a crash is skipped; events a
+        crashed process saved with the state but did not append yet are read from the state)."""
         out = []
         seen: set[Any] = set()
+        pending = self.read().unlogged
         try:
             with open(self.events_path, encoding="utf-8") as f:
                 for line in f:
@@ -125,7 +133,7 @@ class StreamStore:
                     out.append(e)
         except FileNotFoundError:
             pass
-        return out
+        return out + [e for e in pending if e.get("seq") not in seen]
 
     @contextlib.contextmanager
     def locked(self, what: str, wait: float = LOCK_WAIT) -> Iterator[Lease]:

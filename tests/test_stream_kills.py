@@ -1,0 +1,442 @@
+"""Random interleavings of producers with real kills at random instants, against the reference model.
+
+Three producers attach, insert CSV files (some rows late, some bad), assert bounds, heartbeat and
+detach on an injected clock; ``stream``, ``tables`` and archiving runs (``clock: bound``) come in
+between. Most operations run in this process (the shared SparkSession). An operation drawn for a
+kill runs as a real ``lakehouse`` command in a process started ahead of time (Spark up), and the
+whole process group is killed with SIGKILL at an instant drawn at random over the command's
+expected run time: in its staging job, between its saves, in a release or its rejects commit,
+wherever it happens to be. The operation after a kill is drawn from those that must finish what
+the killed one left: another producer's insert, a heartbeat, a detach, ``stream``, ``tables`` or
+an archiving run.
+
+After a kill the durable stream state tells whether the operation was saved (it happened) and
+whether its release was planned; the reference model (tests/stream_reference.py) takes the same
+steps. After every completed operation the invariant is checked: every row of every insert that
+happened is in exactly one of staged, live (or the archive) and rejects, as the reference says
+(late rows with the bound they broke, bad rows with their reason); every row of an insert killed
+before its registration is nowhere; B and the watermark are the reference's.
+
+Seeds: ``LAKEHOUSE_KILL_SEEDS=7,8`` replays the given ones (each failure prints its seed). The
+operations of a seed are fixed; the instants of the kills are timings, drawn from the seed too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+
+from lakehouse.stream.engine import describe
+from lakehouse.stream.producer import to_micros
+from lakehouse.stream.store import StreamStore
+from lakehouse.warehouse import scan
+from tests.conftest import FAST_JVM, REPO, Project
+from tests.stream_reference import RefError, RefStream, mx
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+UTC = dt.timezone.utc
+MIN = 60_000_000
+LEASE = 2 * MIN
+BASE = to_micros("2026-11-20T10:00:00Z")
+START = to_micros("2026-11-20T12:00:00Z")
+SEEDS = [int(s) for s in os.environ.get("LAKEHOUSE_KILL_SEEDS", "301,302,303,304").split(",") if s.strip()]
+OPS_PER_SEED = int(os.environ.get("LAKEHOUSE_KILL_OPS", "55"))
+NAMES = ("P1", "P2", "P3")
+TABLE = """
+name: clicks
+columns:
+  - {name: user_id, type: long}
+  - {name: url, type: string, nullable: false}
+  - {name: at, type: timestamp, nullable: false}
+event_time: at
+stream: {allowed_lateness: 0, lease: 2m}
+archive: {delay: 5m, clock: bound}
+"""
+PRODUCER_OPS = ("attach", "insert", "bound", "heartbeat", "detach")
+AFTER_KILL = ("insert", "heartbeat", "detach", "stream", "tables", "archive")
+
+
+def iso(t: int) -> str:
+    return (dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=t)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class Op:
+    kind: str
+    name: str = ""
+    arg: Any = None
+    """attach/bound: a time (or None); insert: rows (user id or None for a bad row, time, url)."""
+    kill: float | None = None
+    """Run in a process killed at this fraction of the expected run time (None: in this process)."""
+    file: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "insert":
+            rows = ", ".join(f"{'bad' if u is None else u}@{iso(t)[11:19]}" for u, t, _ in self.arg)
+            s = f"insert {self.name} [{rows}]"
+        elif self.kind in ("attach", "bound"):
+            s = f"{self.kind} {self.name}" + ("" if self.arg is None else f" {iso(self.arg)[11:19]}")
+        elif self.kind == "advance":
+            s = f"advance {self.arg // 1_000_000}s"
+        else:
+            s = f"{self.kind} {self.name}".strip()
+        return s + (f"  [killed at {self.kill:.2f}]" if self.kill is not None else "")
+
+
+def make_plan(seed: int, n_ops: int) -> list[Op]:
+    """``n_ops`` operations steered by a shadow reference (most are valid, a few are refused on
+    purpose); about one in nine producer operations is killed, and the one after it is drawn from
+    ``AFTER_KILL``."""
+    rng = random.Random(seed)
+    shadow = RefStream()
+    now = START
+    ops: list[Op] = []
+    n_row = 0
+    after_kill = False
+
+    def rows(name: str) -> list[tuple[int | None, int, str]]:
+        nonlocal n_row
+        p = shadow.producers.get(name)
+        base = mx(shadow.bound, p.bound if p is not None and p.attached else None) or BASE
+        out: list[tuple[int | None, int, str]] = []
+        for _ in range(rng.randint(1, 4)):
+            n_row += 1
+            bad = rng.random() < 0.08
+            t = base + rng.randint(-2, 4) * MIN + rng.choice([0, 0, 30_000_000])
+            out.append((None if bad else n_row, t, f"/{name}/{n_row}"))
+        return out
+
+    while len(ops) < n_ops:
+        name = rng.choice(NAMES)
+        p = shadow.producers.get(name)
+        attached = p is not None and p.attached
+        if after_kill:
+            kind = rng.choice(AFTER_KILL)
+            if kind in ("insert", "heartbeat", "detach"):
+                name = rng.choice([n for n in NAMES if (q := shadow.producers.get(n)) and q.attached] or list(NAMES))
+            op = Op(kind, name if kind in PRODUCER_OPS else "", rows(name) if kind == "insert" else None)
+        else:
+            x = rng.random()
+            if not attached:
+                op = Op("attach", name, None if x < 0.4 else BASE + rng.randint(0, 20) * MIN) if x < 0.85 else \
+                    Op(rng.choice(["insert", "heartbeat", "detach"]), name)  # refused: not attached
+                if op.kind == "insert":
+                    op.arg = rows(name)
+            elif x < 0.40:
+                op = Op("insert", name, rows(name))
+            elif x < 0.55:
+                below = rng.random() < 0.15 and p is not None and p.bound is not None
+                base = mx(shadow.bound, p.bound if p is not None else None) or BASE
+                op = Op("bound", name, (p.bound - MIN) if below and p and p.bound else base + rng.randint(0, 3) * MIN)
+            elif x < 0.62:
+                op = Op("heartbeat", name)
+            elif x < 0.72:
+                op = Op("detach", name)
+            elif x < 0.80:
+                op = Op(rng.choice(["stream", "tables", "archive"]))
+            else:
+                op = Op("advance", "", rng.choice([30_000_000, MIN, LEASE, 3 * MIN]))
+        after_kill = False
+        if op.kind in PRODUCER_OPS and rng.random() < (0.14 if op.kind == "insert" else 0.08):
+            op.kill = rng.random()
+            after_kill = True
+        ops.append(op)
+        if op.kind == "advance":
+            now += op.arg
+        else:
+            ref_apply(shadow, op, now, release=True)
+    return ops
+
+
+def good_rows(op: Op) -> list[tuple[int, dict[str, Any]]]:
+    return [(t, {"user_id": u, "url": url}) for u, t, url in op.arg if u is not None]
+
+
+def ref_apply(ref: RefStream, op: Op, now: int, release: bool) -> bool:
+    """``op`` on the reference (then its release, if ``release``); False when the rules refuse it."""
+    try:
+        if op.kind == "attach":
+            ref.attach(op.name, now, LEASE, op.arg)
+        elif op.kind == "insert":
+            ref.insert(op.name, good_rows(op), now, LEASE, 0)
+        elif op.kind == "bound":
+            ref.assert_bound(op.name, op.arg, now, LEASE)
+        elif op.kind == "heartbeat":
+            ref.heartbeat(op.name, now, LEASE)
+        elif op.kind == "detach":
+            ref.detach(op.name, now)
+        elif op.kind == "archive":  # with clock: bound, archiving first expires leases and releases
+            ref.observe(now)
+        else:  # stream, tables: read, after finishing what a crashed operation left
+            return True
+    except RefError:
+        return False
+    if release:
+        ref.release(now)
+    return True
+
+
+# -- processes killed at random instants ------------------------------------------------------------
+
+
+class Workers:
+    """``tests/kill_worker.py`` processes, one always starting in the background."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self.n = 0
+        self.next = self._start()
+
+    def _start(self) -> subprocess.Popen[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+        env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM, PYTHONPATH=str(REPO))
+        self.n += 1
+        err = open(os.path.join(self.log_dir, f"worker-{self.n}.log"), "w")  # noqa: SIM115 - the child's
+        return subprocess.Popen([sys.executable, "-m", "tests.kill_worker"], cwd=REPO, env=env, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+
+    def take(self) -> subprocess.Popen[str]:
+        proc, self.next = self.next, self._start()
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 300)
+        line = proc.stdout.readline() if ready else ""
+        assert line.strip() == "ready", f"a kill worker did not start: {line!r}"
+        return proc
+
+    def close(self) -> None:
+        kill_group(self.next)
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the process and everything of its group (Spark's JVM, Python workers); wait until
+    none is left."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process group {proc.pid} outlived SIGKILL")
+
+
+def command(p: Project, op: Op, now: int) -> list[str]:
+    base = ["--project", str(p.root), "--warehouse", p.settings.warehouse, "producer", "clicks", op.name]
+    if op.kind == "attach":
+        return [*base, "attach", *(["--bound", iso(op.arg)] if op.arg is not None else []), "--now", iso(now)]
+    if op.kind == "bound":
+        return [*base, "bound", iso(op.arg), "--now", iso(now)]
+    if op.kind == "insert":
+        return [*base, "insert", op.file, "--now", iso(now)]
+    return [*base, op.kind, "--now", iso(now)]
+
+
+# -- what the table holds ----------------------------------------------------------------------------
+
+
+def staged_ids(p: Project) -> Counter[int]:
+    """User ids of the rows staged now, read from the stream's segments and their staging files."""
+    out: Counter[int] = Counter()
+    for seg in StreamStore(p.lh.paths("clicks")).read().segments:
+        folder = os.path.join(seg.data["path"], "rows")
+        if seg.staged <= 0 or not os.path.isdir(folder):
+            assert seg.staged <= 0, f"segment {seg.id}: {seg.staged} rows staged, no files"
+            continue
+        t = ds.dataset(folder, format="parquet").to_table(columns=["user_id", "at", "_lh_kind", "_lh_file"]).to_pylist()
+        for r in t:
+            if r["_lh_kind"] != 0 or r["_lh_file"] in seg.data.get("failed", []):
+                continue
+            at = to_micros(r["at"])
+            if (seg.late_below is None or at >= seg.late_below) and (seg.released_upto is None or at > seg.released_upto):
+                out[r["user_id"]] += 1
+    return out
+
+
+def stored_ids(p: Project) -> Counter[int]:
+    paths = p.lh.paths("clicks")
+    return Counter(r["user_id"] for part in (paths.live, paths.archive)
+                   for r in scan(part, "SELECT user_id FROM t").to_pylist())
+
+
+@dataclass
+class Books:
+    """What the test sent: rows of inserts that happened, and of inserts killed before that."""
+
+    happened: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    """url -> (user id, or None for a bad row; producer)."""
+    discarded: set[str] = field(default_factory=set)
+    """urls of inserts that never happened (killed before their registration)."""
+
+
+def url(reject: dict[str, Any]) -> str:
+    """The url of a rejected row: its record is the CSV line as read, or the row as JSON."""
+    record = reject["record"] or ""
+    return str(json.loads(record)["url"]) if record.startswith("{") else record.split(",")[1]
+
+
+def check(p: Project, ref: RefStream, books: Books, now: int, where: str) -> None:
+    """The invariant after a completed operation (see the module's docstring)."""
+    stored, staged = stored_ids(p), staged_ids(p)
+    rejects = p.lh.rejects("clicks")
+    late = Counter(url(r) for r in rejects if r["reason"] == "late_row")
+    bad = Counter(url(r) for r in rejects if r["reason"] != "late_row")
+    late_bound = {url(r): to_micros(r["bound"]) for r in rejects if r["reason"] == "late_row"}
+    url_of = {u: x for x, (u, _) in books.happened.items() if u is not None}
+    places: Counter[str] = Counter()
+    for counter in (Counter({url_of.get(i, f"?{i}"): n for i, n in stored.items()}),
+                    Counter({url_of.get(i, f"?{i}"): n for i, n in staged.items()}), late, bad):
+        places.update(counter)
+    wrong = {u: n for u, n in places.items() if n != 1 or u not in books.happened}
+    missing = set(books.happened) - set(places)
+    assert not wrong and not missing, (f"rows not in exactly one place: {wrong}; nowhere: {sorted(missing)}\n{where}")
+    assert not books.discarded & set(places), f"rows of an insert that never happened: {books.discarded & set(places)}"
+    assert set(bad) == {x for x, (u, _) in books.happened.items() if u is None}, where
+    assert sorted(stored) == sorted(r.payload["user_id"] for r in ref.released_rows()), f"live/archive\n{where}"
+    assert sorted(staged) == sorted(r.payload["user_id"] for r in ref.staged_rows), f"staged\n{where}"
+    assert late_bound == {x.payload["url"]: x.bound for x in ref.late_rows}, f"late rows\n{where}"
+    status = describe(StreamStore(p.lh.paths("clicks")), p.lh.definition("clicks"), p.lh.paths("clicks"), now)
+    got = (None if status["bound"] is None else to_micros(status["bound"]),
+           None if status["watermark"] is None else to_micros(status["watermark"]))
+    assert got == (ref.bound, ref.watermark(now)), f"(B, watermark) {got} != {(ref.bound, ref.watermark(now))}\n{where}"
+
+
+# -- one seed ----------------------------------------------------------------------------------------
+
+
+def state_key(p: Project) -> dict[str, Any]:
+    s = StreamStore(p.lh.paths("clicks")).read()
+    return {"events": s.event_seq, "floor": s.floor, "inserts": s.insert_seq,
+            "producers": {n: (x.attached, x.holding, x.bound, x.lease_expires) for n, x in s.producers.items()},
+            "release": s.release_seq, "pending": s.pending is not None}
+
+
+def run_seed(seed: int, root: Any) -> dict[str, int]:
+    p = Project(root / "proj").table(TABLE).create("clicks")
+    plan = make_plan(seed, OPS_PER_SEED)
+    clock = {"now": START}
+    producers = {n: p.lh.table("clicks").producer(n, clock=lambda: clock["now"]) for n in NAMES}
+    ref, books = RefStream(), Books()
+    workers = Workers(str(root))
+    took: dict[str, float] = {}
+    steps: list[str] = []
+    counts: Counter[str] = Counter()
+    try:
+        for i, op in enumerate(plan):
+            now = clock["now"]
+            steps.append(op.describe())
+            where = f"seed {seed} (replay: LAKEHOUSE_KILL_SEEDS={seed}), step {i + 1}:\n  " + "\n  ".join(steps[-25:])
+            if op.kind == "insert":
+                op.file = p.csv(f"s{i}.csv", ["user_id", "url", "at"],
+                                [[f"x{url[1:]}" if u is None else u, url, iso(t)] for u, t, url in op.arg])
+            if op.kind == "advance":
+                clock["now"] += op.arg
+                continue
+            if op.kill is not None:
+                counts["killed"] += run_killed(p, op, now, ref, books, workers, took, where)
+                continue
+            started = time.monotonic()
+            refused = False
+            try:
+                if op.kind == "attach":
+                    producers[op.name].attach(None if op.arg is None else iso(op.arg))
+                elif op.kind == "insert":
+                    producers[op.name].insert_files([op.file])
+                elif op.kind == "bound":
+                    producers[op.name].bound(iso(op.arg))
+                elif op.kind == "heartbeat":
+                    producers[op.name].heartbeat()
+                elif op.kind == "detach":
+                    producers[op.name].detach()
+                elif op.kind == "stream":
+                    p.lh.stream_status("clicks", iso(now))
+                elif op.kind == "tables":
+                    p.lh.tables()
+                elif op.kind == "archive":
+                    p.lh.archive("clicks", now=dt.datetime.fromisoformat(iso(now).replace("Z", "+00:00")))
+            except Exception as e:  # noqa: BLE001 - only the rules' refusals are expected
+                if "not attached" not in str(e) and "below its own bound" not in str(e):
+                    raise AssertionError(f"{type(e).__name__}: {e}\n{where}") from e
+                refused = True
+            took[op.kind] = time.monotonic() - started
+            if os.environ.get("LAKEHOUSE_KILL_TRACE"):
+                print(f"{time.monotonic() - started:6.2f}s {op.describe()}", flush=True)
+            accepted = ref_apply(ref, op, now, release=True)
+            assert accepted != refused, f"refused: implementation {refused}, reference {not accepted}\n{where}"
+            if op.kind == "insert" and accepted:
+                books.happened.update({x: (u, op.name) for u, _, x in op.arg})
+            counts["operations"] += 1
+            check(p, ref, books, now, where)
+    finally:
+        workers.close()
+    return dict(counts)
+
+
+def run_killed(p: Project, op: Op, now: int, ref: RefStream, books: Books, workers: Workers,
+               took: dict[str, float], where: str) -> int:
+    """Run ``op`` as a command and SIGKILL it at the drawn instant; take on the reference what the
+    durable state says happened. 1 if it was killed (0: it finished first)."""
+    before = state_key(p)
+    proc = workers.take()
+    assert proc.stdin is not None
+    expected = max(0.3, 2.5 * took.get(op.kind, 1.0))
+    delay = (op.kill or 0.0) * expected
+    started = time.monotonic()
+    proc.stdin.write(json.dumps(command(p, op, now)) + "\n")
+    proc.stdin.flush()
+    try:
+        code = proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        code = None
+    if code is not None:  # it finished before the instant: a completed operation
+        took[op.kind] = max(took.get(op.kind, 0.0), (time.monotonic() - started) / 2.5)
+        kill_group(proc)
+        accepted = ref_apply(ref, op, now, release=True)
+        assert (code == 0) == accepted, f"exit {code}, reference accepted {accepted}\n{where}"
+        if op.kind == "insert" and accepted:
+            books.happened.update({x: (u, op.name) for u, _, x in op.arg})
+        check(p, ref, books, now, where)
+        return 0
+    kill_group(proc)
+    after = state_key(p)
+    saved = {k: v for k, v in after.items() if k not in ("release", "pending")} != \
+        {k: v for k, v in before.items() if k not in ("release", "pending")}
+    planned = after["pending"] or after["release"] > before["release"]
+    assert saved or not planned, where
+    if saved:  # the operation happened (it is one save): the reference takes it, then the release if planned
+        assert ref_apply(ref, op, now, release=False), f"saved by the implementation, refused by the reference\n{where}"
+        if planned:
+            ref.release(now)
+        if op.kind == "insert":
+            books.happened.update({x: (u, op.name) for u, _, x in op.arg})
+    elif op.kind == "insert":
+        books.discarded.update(x for _, _, x in op.arg)
+    # right after the kill: nothing doubled anywhere
+    assert not [i for i, n in stored_ids(p).items() if n > 1], f"rows twice after the kill\n{where}"
+    return 1
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_kills_lose_and_double_nothing(spark: Any, tmp_path: Any, seed: int) -> None:
+    print(f"seed {seed} (replay: LAKEHOUSE_KILL_SEEDS={seed})")
+    counts = run_seed(seed, tmp_path)
+    print(f"seed {seed}: {counts}")
+    assert counts.get("killed", 0) >= 2, counts  # the seed must exercise kills
