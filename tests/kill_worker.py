@@ -1,10 +1,13 @@
 """A ``lakehouse`` process started ahead of time, for tests that kill a command at a random instant.
 
-It starts Spark (the same session the command will use), prints ``ready``, reads one command
-line (a JSON list of arguments) from standard input, runs it exactly as ``lakehouse`` would, and
-exits with its exit code. The test sends the command, waits a random time and kills the whole
-process group (this process and Spark's JVM): the instant falls inside the command's own work,
-not inside the start of a JVM.
+It starts Spark (the same session the commands will use) and runs a first small job, prints
+``ready``, then reads command lines (a JSON list of arguments each) from standard input and runs
+each exactly as ``lakehouse`` would, printing ``done <exit code>`` after each; it exits at the end
+of its input. While a command runs, each named crash
+point it passes is printed as ``point NAME`` (nothing is killed there): the test picks one of
+them at random, waits a random time after it, and kills the whole process group (this process
+and Spark's JVM). So the instant falls anywhere inside the command's own work (a staging job, a
+commit, between two saves), not inside the start of a JVM.
 """
 
 from __future__ import annotations
@@ -15,19 +18,34 @@ import sys
 
 
 def main() -> int:
+    import tempfile
+
+    import lakehouse.cli  # noqa: F401 - imported now, not in the command's time
     from lakehouse.session import get_spark
 
-    get_spark(os.environ["LAKEHOUSE_MASTER"])
+    spark = get_spark(os.environ["LAKEHOUSE_MASTER"])
+    with tempfile.TemporaryDirectory() as tmp:  # a first job (code paths compiled), not in the command's time
+        spark.range(100).selectExpr("id", "cast(id as string) s").write.format("delta").save(os.path.join(tmp, "t"))
+        spark.read.format("delta").load(os.path.join(tmp, "t")).count()
+    from lakehouse import crashpoints
+
+    def passed(point: str, pid: int | None = None) -> None:
+        print(f"point {point}", flush=True)
+
+    crashpoints.reached = passed
     print("ready", flush=True)
-    line = sys.stdin.readline()
-    if not line.strip():
-        return 0
     from lakehouse.cli import cli
 
-    try:
-        cli.main(args=json.loads(line), prog_name="lakehouse", standalone_mode=True)
-    except SystemExit as e:
-        return int(e.code or 0) if not isinstance(e.code, str) else 1
+    for line in sys.stdin:
+        if not line.strip():
+            break
+        code = 0
+        try:
+            cli.main(args=json.loads(line), prog_name="lakehouse", standalone_mode=True)
+        except SystemExit as e:
+            code = int(e.code or 0) if not isinstance(e.code, str) else 1
+        sys.stdout.flush()
+        print(f"done {code}", flush=True)
     return 0
 
 

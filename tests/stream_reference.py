@@ -112,6 +112,14 @@ class RefStream:
         held, r = self.release_point(now)
         return r if held else self.top()
 
+    def shown_watermark(self, now: int) -> int | None:
+        """The watermark as ``tables`` and ``stream`` show it: never covering a row still staged
+        (rows a lease that ran out made due, or an operation killed before its release left, wait
+        staged for the next operation that releases)."""
+        w = self.watermark(now)
+        due = [x.t for x in self.staged_rows if w is not None and x.t <= w]
+        return min(due) - 1 if due else w
+
     def observe(self, now: int) -> None:
         """At the start of every operation: the floor rises to the watermark as of now."""
         self.floor = mx(self.floor, self.watermark(now))

@@ -53,8 +53,10 @@ MIN = 60_000_000
 LEASE = 2 * MIN
 BASE = to_micros("2026-11-20T10:00:00Z")
 START = to_micros("2026-11-20T12:00:00Z")
-SEEDS = [int(s) for s in os.environ.get("LAKEHOUSE_KILL_SEEDS", "301,302,303,304").split(",") if s.strip()]
-OPS_PER_SEED = int(os.environ.get("LAKEHOUSE_KILL_OPS", "55"))
+DEFAULT_SEEDS = "301,302,303,304"
+SEEDS = [int(s) for s in os.environ.get("LAKEHOUSE_KILL_SEEDS", DEFAULT_SEEDS).split(",") if s.strip()]
+OPS_PER_SEED = int(os.environ.get("LAKEHOUSE_KILL_OPS", "62"))
+"""Operations drawn per seed, time advances included (about 52 operations and 4 kills a seed)."""
 NAMES = ("P1", "P2", "P3")
 TABLE = """
 name: clicks
@@ -67,6 +69,17 @@ stream: {allowed_lateness: 0, lease: 2m}
 archive: {delay: 5m, clock: bound}
 """
 PRODUCER_OPS = ("attach", "insert", "bound", "heartbeat", "detach")
+ANCHORS = {
+    "insert": ("start", "ingest_after_take", "ingest_after_staging", "stream_after_insert", "stream_after_plan",
+               "stream_after_live", "stream_before_rejects", "ingest_after_live"),
+    **{k: ("start", "stream_after_plan", "stream_after_live") for k in ("attach", "bound", "heartbeat", "detach")},
+}
+"""Where a kill's random wait starts: the command's start, or a named point it passes (a point it
+does not reach, a release that does not happen, lets it finish). The wait is a random fraction of
+the time the command took from that point to its next line (a point, or its end) when it last ran
+to the end: so the instant falls inside whatever it does next (a Spark job, a commit, a save)."""
+FIRST_GAP = 1.0
+"""Seconds after a point before any run of the kind has been timed."""
 AFTER_KILL = ("insert", "heartbeat", "detach", "stream", "tables", "archive")
 
 
@@ -80,8 +93,9 @@ class Op:
     name: str = ""
     arg: Any = None
     """attach/bound: a time (or None); insert: rows (user id or None for a bad row, time, url)."""
-    kill: float | None = None
-    """Run in a process killed at this fraction of the expected run time (None: in this process)."""
+    kill: tuple[float, float] | None = None
+    """Run in a process and kill it (None: in this process): (which of the kind's ``ANCHORS``,
+    how long after it), each a fraction drawn from the seed."""
     file: str = ""
 
     def describe(self) -> str:
@@ -94,7 +108,10 @@ class Op:
             s = f"advance {self.arg // 1_000_000}s"
         else:
             s = f"{self.kind} {self.name}".strip()
-        return s + (f"  [killed at {self.kill:.2f}]" if self.kill is not None else "")
+        if self.kill is not None:
+            anchors = ANCHORS.get(self.kind, ("start",))
+            s += f"  [killed {self.kill[1]:.2f} after {anchors[int(self.kill[0] * len(anchors))]}]"
+        return s
 
 
 def make_plan(seed: int, n_ops: int) -> list[Op]:
@@ -150,9 +167,9 @@ def make_plan(seed: int, n_ops: int) -> list[Op]:
                 op = Op(rng.choice(["stream", "tables", "archive"]))
             else:
                 op = Op("advance", "", rng.choice([30_000_000, MIN, LEASE, 3 * MIN]))
-        after_kill = False
-        if op.kind in PRODUCER_OPS and rng.random() < (0.14 if op.kind == "insert" else 0.08):
-            op.kill = rng.random()
+        finishing, after_kill = after_kill, False
+        if not finishing and op.kind in PRODUCER_OPS and rng.random() < (0.3 if op.kind == "insert" else 0.12):
+            op.kill = (rng.random(), rng.random())  # (the operation after a kill runs to its end)
             after_kill = True
         ops.append(op)
         if op.kind == "advance":
@@ -193,35 +210,68 @@ def ref_apply(ref: RefStream, op: Op, now: int, release: bool) -> bool:
 # -- processes killed at random instants ------------------------------------------------------------
 
 
+class Lines:
+    """The lines a worker prints, read without blocking past a deadline (select on the raw pipe;
+    a buffered reader would hide lines select no longer sees)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.fd = proc.stdout.fileno()
+        self.buf = b""
+
+    def next(self, timeout: float) -> str | None:
+        """The next line ('' at the end of the output), or None when ``timeout`` passes first."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                line, self.buf = self.buf, b""
+                return line.decode(errors="replace")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode(errors="replace") + "\n"
+
+
 class Workers:
-    """``tests/kill_worker.py`` processes, one always starting in the background."""
+    """``tests/kill_worker.py`` processes: the one in use (until it is killed), and the next one
+    starting in the background."""
 
     def __init__(self, log_dir: str) -> None:
         self.log_dir = log_dir
         self.n = 0
+        self.current: subprocess.Popen[bytes] | None = None
+        self.lines: Lines | None = None
         self.next = self._start()
 
-    def _start(self) -> subprocess.Popen[str]:
+    def _start(self) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
         env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM, PYTHONPATH=str(REPO))
         self.n += 1
         err = open(os.path.join(self.log_dir, f"worker-{self.n}.log"), "w")  # noqa: SIM115 - the child's
-        return subprocess.Popen([sys.executable, "-m", "tests.kill_worker"], cwd=REPO, env=env, text=True,
+        return subprocess.Popen([sys.executable, "-m", "tests.kill_worker"], cwd=REPO, env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
 
-    def take(self) -> subprocess.Popen[str]:
+    def take(self) -> tuple[subprocess.Popen[bytes], Lines]:
+        """A worker ready for a command: the current one, or (after a kill) the next."""
+        if self.current is not None and self.lines is not None and self.current.poll() is None:
+            return self.current, self.lines
         proc, self.next = self.next, self._start()
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 300)
-        line = proc.stdout.readline() if ready else ""
-        assert line.strip() == "ready", f"a kill worker did not start: {line!r}"
-        return proc
+        lines = Lines(proc)
+        line = lines.next(300)
+        assert line is not None and line.strip() == "ready", f"a kill worker did not start: {line!r}"
+        self.current, self.lines = proc, lines
+        return proc, lines
 
     def close(self) -> None:
-        kill_group(self.next)
+        for proc in (self.current, self.next):
+            if proc is not None:
+                kill_group(proc)
 
 
-def kill_group(proc: subprocess.Popen[str]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the process and everything of its group (Spark's JVM, Python workers); wait until
     none is left."""
     try:
@@ -316,7 +366,8 @@ def check(p: Project, ref: RefStream, books: Books, now: int, where: str) -> Non
     status = describe(StreamStore(p.lh.paths("clicks")), p.lh.definition("clicks"), p.lh.paths("clicks"), now)
     got = (None if status["bound"] is None else to_micros(status["bound"]),
            None if status["watermark"] is None else to_micros(status["watermark"]))
-    assert got == (ref.bound, ref.watermark(now)), f"(B, watermark) {got} != {(ref.bound, ref.watermark(now))}\n{where}"
+    want = (ref.bound, ref.shown_watermark(now))
+    assert got == want, f"(B, watermark) {got} != {want}\n{where}"
 
 
 # -- one seed ----------------------------------------------------------------------------------------
@@ -352,6 +403,7 @@ def run_seed(seed: int, root: Any) -> dict[str, int]:
                 continue
             if op.kill is not None:
                 counts["killed"] += run_killed(p, op, now, ref, books, workers, took, where)
+                counts["operations"] += 1
                 continue
             started = time.monotonic()
             refused = False
@@ -395,20 +447,36 @@ def run_killed(p: Project, op: Op, now: int, ref: RefStream, books: Books, worke
     """Run ``op`` as a command and SIGKILL it at the drawn instant; take on the reference what the
     durable state says happened. 1 if it was killed (0: it finished first)."""
     before = state_key(p)
-    proc = workers.take()
-    assert proc.stdin is not None
-    expected = max(0.3, 2.5 * took.get(op.kind, 1.0))
-    delay = (op.kill or 0.0) * expected
+    proc, lines = workers.take()
+    assert proc.stdin is not None and op.kill is not None
+    anchors = ANCHORS[op.kind]
+    anchor = anchors[int(op.kill[0] * len(anchors))]
+    delay = op.kill[1] * took.get(f"{op.kind} after {anchor}", FIRST_GAP)
     started = time.monotonic()
-    proc.stdin.write(json.dumps(command(p, op, now)) + "\n")
+    seen: list[tuple[str, float]] = [("start", started)]
+    proc.stdin.write((json.dumps(command(p, op, now)) + "\n").encode())
     proc.stdin.flush()
-    try:
-        code = proc.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
-        code = None
-    if code is not None:  # it finished before the instant: a completed operation
-        took[op.kind] = max(took.get(op.kind, 0.0), (time.monotonic() - started) / 2.5)
-        kill_group(proc)
+    code = None
+    deadline = None if anchor != "start" else time.monotonic() + delay
+    while True:  # the command's lines: the points it passes, then "done <exit code>"
+        got = lines.next(600.0 if deadline is None else deadline - time.monotonic())
+        if got is None:
+            assert deadline is not None, f"a command hangs\n{where}"
+            break  # the instant: kill it
+        assert got, f"the worker died\n{where}"
+        line = got.strip()
+        if line.startswith("done ") or line.startswith("point "):
+            seen.append((line.split()[1], time.monotonic()))
+        if line.startswith("done "):
+            code = int(line.split()[1])
+            break
+        if deadline is None and line == f"point {anchor}":
+            deadline = time.monotonic() + delay
+    if code is not None:  # it finished before the instant: a completed operation (the worker goes on)
+        for (point, at), (_, after) in zip(seen, seen[1:]):  # how long each step took, for later kills
+            took[f"{op.kind} after {point}"] = after - at
+        if os.environ.get("LAKEHOUSE_KILL_TRACE"):
+            print(f"  finished before the kill: {op.describe()}", flush=True)
         accepted = ref_apply(ref, op, now, release=True)
         assert (code == 0) == accepted, f"exit {code}, reference accepted {accepted}\n{where}"
         if op.kind == "insert" and accepted:
@@ -420,11 +488,17 @@ def run_killed(p: Project, op: Op, now: int, ref: RefStream, books: Books, worke
     saved = {k: v for k, v in after.items() if k not in ("release", "pending")} != \
         {k: v for k, v in before.items() if k not in ("release", "pending")}
     planned = after["pending"] or after["release"] > before["release"]
+    if os.environ.get("LAKEHOUSE_KILL_TRACE"):
+        print(f"  killed {delay:.2f}s after {anchor}: {op.describe()}: saved {saved}, release planned "
+              f"{planned}, committed {after['release'] > before['release']}", flush=True)
     assert saved or not planned, where
     if saved:  # the operation happened (it is one save): the reference takes it, then the release if planned
         assert ref_apply(ref, op, now, release=False), f"saved by the implementation, refused by the reference\n{where}"
         if planned:
             ref.release(now)
+        elif ref.floor != after["floor"]:  # killed after the save of the watermark it leaves (no release)
+            ref.observe(now)
+        assert ref.floor == after["floor"], f"floor {after['floor']} != reference {ref.floor}\n{where}"
         if op.kind == "insert":
             books.happened.update({x: (u, op.name) for u, _, x in op.arg})
     elif op.kind == "insert":
@@ -439,4 +513,5 @@ def test_random_kills_lose_and_double_nothing(spark: Any, tmp_path: Any, seed: i
     print(f"seed {seed} (replay: LAKEHOUSE_KILL_SEEDS={seed})")
     counts = run_seed(seed, tmp_path)
     print(f"seed {seed}: {counts}")
-    assert counts.get("killed", 0) >= 2, counts  # the seed must exercise kills
+    # the seed must exercise kills, and the seeds together at least 200 operations
+    assert counts.get("killed", 0) >= 2 and counts["operations"] >= 200 // len(DEFAULT_SEEDS.split(",")), counts

@@ -250,8 +250,11 @@ class Stream:
 
     def _release(self, state: StreamState, lease: Lease, now: int) -> None:
         while True:
+            floor = state.floor
             rel = state.plan_release(now, self._times_of)
             if rel is None:
+                if state.floor != floor:  # the watermark this operation leaves: never below it again
+                    self.store.save(state)
                 self._cleanup(state)
                 return
             state.pending = rel
