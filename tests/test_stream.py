@@ -382,3 +382,47 @@ def test_a_release_committed_while_an_archive_run_is_under_way_is_never_purged(s
     project.lh.archive("clicks", now=ts("2026-11-21T12:00:01Z"))
     assert users(project) == [1, 2]
     fast.detach()
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL at one instant of this process (nothing after it runs; the OS locks go)."""
+
+
+def test_an_insert_killed_before_registration_is_discarded_by_vacuum_when_its_producer_never_returns(
+        spark: Any, project: Project, monkeypatch: Any) -> None:
+    """A producer's insert (rows given as data, so a temporary file in its inbox) is killed after
+    its staging job, before the stream registered it: nothing of it is anywhere, and VACUUM
+    discards it (staging and inbox file gone, no pending batch) as the producer's next insert
+    would; the producer's next insert then finds nothing to discard and never brings it back."""
+    from lakehouse import crashpoints
+    from lakehouse.ingest.state import StateStore, inbox_folder, producer_source
+
+    clicks(project)
+    paths = project.lh.paths("clicks")
+    a = project.lh.table("clicks").producer("A")
+    a.attach()
+
+    def reached(point: str, pid: int | None = None) -> None:
+        if point == "ingest_after_staging":
+            raise Killed(point)
+
+    monkeypatch.setattr(crashpoints, "reached", reached)
+    with pytest.raises(Killed):
+        a.insert([row(1, "2026-11-20T10:00:00Z"), row(2, "2026-11-20T10:05:00Z")])
+    monkeypatch.undo()
+    staging = [n for n in os.listdir(paths.staging) if n.startswith("ingest-producer-A-")]
+    source = producer_source("A")
+    assert staging and StateStore(paths).load(source).pending
+    assert project.lh.stream_status("clicks")["staged"] == 0 and users(project) == []
+
+    v = project.lh.vacuum("clicks")
+    assert [os.path.basename(s) for s in v.staging] == staging
+    assert not [n for n in os.listdir(paths.staging) if n.startswith("ingest-producer-A-")]
+    assert not StateStore(paths).load(source).pending and not StateStore(paths).load(source).files
+    inbox = inbox_folder(paths.root, source)
+    assert not os.path.isdir(inbox) or os.listdir(inbox) == []
+
+    again = a.insert([row(3, "2026-11-20T10:10:00Z")])
+    assert again.discarded == [] and again.rows_loaded == 1
+    a.detach()
+    assert users(project) == [3] and project.lh.rejects("clicks") == []

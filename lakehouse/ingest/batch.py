@@ -39,7 +39,14 @@ from lakehouse.ingest.blocks import (
     plan_file,
     unexpected,
 )
-from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, is_files_source
+from lakehouse.ingest.state import (
+    Batch,
+    FileEntry,
+    IngestState,
+    StateStore,
+    inbox_folder,
+    is_files_source,
+)
 from lakehouse.inputs import Format, detect_format
 from lakehouse.records import first_line
 from lakehouse.stream import staged
@@ -133,6 +140,42 @@ def continue_numbering(state: IngestState, paths: TablePaths) -> None:
         log.warning("ingest state of %s is behind the table (last batch %d); numbering continues at %d",
                     state.source, done, done + 1)
         state.next_batch = done + 1
+
+
+def registered(paths: TablePaths, state: IngestState, batch: Batch) -> bool:
+    """Whether the stream took a batch as an insert (or, before streams, live holds it)."""
+    from lakehouse.stream.store import StreamStore
+
+    return (StreamStore(paths).read().seen_by(state.app_id, batch.number) is not None
+            or (txn_version(paths.live, state.app_id) or 0) >= batch.number)
+
+
+def discard(paths: TablePaths, store: StateStore, state: IngestState, batch: Batch) -> None:
+    """Forget a batch of an insert that was interrupted before the stream registered it: it never
+    happened, and it never comes back. Its files are recorded ``discarded`` (temporary files of the
+    Python API, in the producer's inbox, are deleted and forgotten) and its staging goes. Only for
+    files sources, whose batches their producer's process runs under the source's lock (hold it);
+    a landing directory's batch is taken again instead."""
+    assert is_files_source(state.source), state.source
+    inbox = inbox_folder(paths.root, state.source)
+    for name in [*batch.files, *(n for n, _ in batch.failed)]:
+        e = state.files.get(name)
+        if e is None:
+            continue
+        path = state.path_of(e)
+        if os.path.dirname(path).startswith(inbox):
+            del state.files[name]
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            continue
+        e.status, e.rows, e.rows_rejected = "discarded", 0, 0
+        e.error = (f"{path}: its insert (batch {batch.number} of {state.source}) was interrupted before the "
+                   "stream registered it; nothing of it was taken: give the file again")
+    state.pending = [b for b in state.pending if b.number != batch.number]
+    store.save(state)
+    log.warning("%s: batch %d of %s was interrupted before it was registered; discarded (its files can be given "
+                "again)", paths.name, batch.number, state.source)
+    remove_tree(join(paths.staging, f"ingest-{state.key}-{batch.number:08d}"))
 
 
 class BatchRunner:
@@ -233,37 +276,6 @@ class BatchRunner:
             remove_tree(staging)  # else the stream removes it once its rows are released
         result.seconds = time.monotonic() - started
         return result
-
-    def registered(self, state: IngestState, batch: Batch) -> bool:
-        """Whether the stream took the batch as an insert (or, before streams, live holds it)."""
-        return (self.stream.replay(self.producer, state.app_id, batch.number) is not None
-                or (txn_version(self.paths.live, state.app_id) or 0) >= batch.number)
-
-    def discard(self, state: IngestState, batch: Batch, inbox: str | None = None) -> None:
-        """Forget a batch of an insert that was interrupted before the stream registered it: it
-        never happened, and it never comes back. Its files are recorded ``discarded`` (those in
-        ``inbox``, temporary files of the Python API, are deleted and forgotten) and its staging
-        goes. Only for files sources, whose batches the producer's process runs while it holds
-        the source's lock (a landing directory's batch is taken again instead)."""
-        assert is_files_source(state.source), state.source
-        for name in [*batch.files, *(n for n, _ in batch.failed)]:
-            e = state.files.get(name)
-            if e is None:
-                continue
-            path = state.path_of(e)
-            if inbox and os.path.dirname(path).startswith(inbox):
-                del state.files[name]
-                with contextlib.suppress(OSError):
-                    os.remove(path)
-                continue
-            e.status, e.rows, e.rows_rejected = "discarded", 0, 0
-            e.error = (f"{path}: its insert (batch {batch.number} of {state.source}) was interrupted before the "
-                       "stream registered it; nothing of it was taken: give the file again")
-        state.pending = [b for b in state.pending if b.number != batch.number]
-        self.store.save(state)
-        log.warning("%s: batch %d of %s was interrupted before it was registered; discarded (its files can be "
-                    "given again)", self.definition.name, batch.number, state.source)
-        remove_tree(join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}"))
 
     def clean_staging(self, state: IngestState) -> None:
         """Remove the staging of this source's finished batches (a crash after the state was saved

@@ -26,14 +26,15 @@ from lakehouse.ingest.batch import (
     BatchRunner,
     content_checksum,
     continue_numbering,
+    discard,
     plan_entry,
+    registered,
 )
 from lakehouse.ingest.state import (
     Batch,
     FileEntry,
     IngestState,
     StateStore,
-    inbox_folder,
     producer_source,
 )
 from lakehouse.inputs import detect_format
@@ -142,7 +143,6 @@ class Load:
         self.store = StateStore(self.paths)
         self.producer = producer
         self.source = producer_source(producer)
-        self.inbox = inbox_folder(self.paths.root, self.source)
         self.stream = stream or Stream(spark_factory, definition, self.paths)
         self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, self.stream, producer)
 
@@ -170,8 +170,8 @@ class Load:
             # batches of an insert killed (or failed) before the stream registered it never
             # happened: discarded for good; those registered are finished (their bookkeeping)
             for batch in list(state.pending):
-                if not self.runner.registered(state, batch):
-                    self.runner.discard(state, batch, inbox=self.inbox)
+                if not registered(self.paths, state, batch):
+                    discard(self.paths, self.store, state, batch)
                     result.discarded.append(batch.number)
             recovered = {(state.path_of(state.files[n]), state.files[n].checksum)
                          for b in state.pending for n in [*b.files, *(m for m, _ in b.failed)]

@@ -7,7 +7,9 @@ Deletes what no reader within the retention can need:
   (the current file of each day and column is kept), and temporary leftovers;
 - staging of finished runs: archive staging (no run holds the table's lease meanwhile) and
   ingest/load staging of batches their source has finished (taken under that source's lock;
-  a source busy right now is skipped) and no stream segment still needs.
+  a source busy right now is skipped) and no stream segment still needs, and of producers' and
+  loads' inserts interrupted before the stream registered them (discarded, as the producer's
+  next insert would: a producer that never comes back leaves nothing behind).
 
 The retention defaults to the tables' ``delta.deletedFileRetentionDuration`` (``jobs.retention``
 in the table's YAML, 7 days). A shorter one is refused, as Delta's own check does, and so is one
@@ -183,7 +185,8 @@ class Vacuum:
             vectors.delete(junk, self.paths.vectors)
 
     def _staging(self, plan: VacuumPlan, execute: bool) -> None:
-        from lakehouse.ingest.state import StateStore
+        from lakehouse.ingest.batch import discard, registered
+        from lakehouse.ingest.state import StateStore, is_files_source
         from lakehouse.stream.store import StreamStore
 
         folder = self.paths.staging
@@ -204,6 +207,14 @@ class Vacuum:
             try:
                 with store.lock(state.source):
                     fresh = store.load(state.source)
+                    if execute and is_files_source(fresh.source):  # inserts interrupted before registration
+                        for batch in [b for b in fresh.pending if not registered(self.paths, fresh, b)]:
+                            name = f"{prefix}{batch.number:08d}"
+                            if name in mine:
+                                plan.staging_bytes += disk_usage(join(folder, name))[1]
+                                plan.staging.append(join(folder, name))
+                                mine.remove(name)
+                            discard(self.paths, store, fresh, batch)
                     pending = {b.number for b in fresh.pending}
                     finished = [n for n in mine if int(n[len(prefix):]) < fresh.next_batch
                                 and int(n[len(prefix):]) not in pending and n not in referenced]
