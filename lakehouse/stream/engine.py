@@ -226,7 +226,7 @@ class Stream:
             spec = dict(rejects or {})
             if staged.has_rejects(spec, n_late):
                 state.rejects_due.append(DueRejects(origin, number, name, None if seg is None else seg.id,
-                                     below if n_late else None, int(n_late), spec))
+                                                    below if n_late else None, int(n_late), spec))
             state.producers[name].last[origin] = {  # what a replay of this insert must report
                 "number": number, "below": below, "late": {str(k): v for k, v in late_by_file.items()},
                 "segment": None if seg is None else seg.id, "manifest": manifest}
@@ -239,8 +239,9 @@ class Stream:
                               keeps_staging=seg is not None and any(s.id == seg.id for s in state.segments))
 
     def recover(self) -> bool:
-        """Finish what a crashed operation left (a release, an insert's rejects, events to log),
-        if anything: True when there was something (read-only commands call this first)."""
+        """Finish what a crashed operation left (a planned release, a registered insert's rejects),
+        if anything: True when there was something (read-only commands call this first; nothing
+        is planned anew, so no JVM starts when nothing is left)."""
         if not self.store.read().unfinished():
             return False
         with self._changing("recovery"):
