@@ -43,7 +43,7 @@ from lakehouse.stream.engine import describe
 from lakehouse.stream.producer import to_micros
 from lakehouse.stream.store import StreamStore
 from lakehouse.warehouse import scan
-from tests.conftest import FAST_JVM, REPO, Project
+from tests.conftest import CLICKS, FAST_JVM, REPO, Project
 from tests.stream_reference import RefError, RefStream, mx
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -58,16 +58,7 @@ SEEDS = [int(s) for s in os.environ.get("LAKEHOUSE_KILL_SEEDS", DEFAULT_SEEDS).s
 OPS_PER_SEED = int(os.environ.get("LAKEHOUSE_KILL_OPS", "62"))
 """Operations drawn per seed, time advances included (about 52 operations and 4 kills a seed)."""
 NAMES = ("P1", "P2", "P3")
-TABLE = """
-name: clicks
-columns:
-  - {name: user_id, type: long}
-  - {name: url, type: string, nullable: false}
-  - {name: at, type: timestamp, nullable: false}
-event_time: at
-stream: {allowed_lateness: 0, lease: 2m}
-archive: {delay: 5m, clock: bound}
-"""
+TABLE = CLICKS + "stream: {allowed_lateness: 0, lease: 2m}\narchive: {delay: 5m, clock: bound}\n"
 PRODUCER_OPS = ("attach", "insert", "bound", "heartbeat", "detach")
 ANCHORS = {
     "insert": ("start", "ingest_after_take", "ingest_after_staging", "stream_after_insert", "stream_after_plan",
