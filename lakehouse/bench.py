@@ -99,9 +99,9 @@ def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None
     """A backfill of years: ``rows`` trips over ``days`` UTC days (ending two days ago) straight
     into live, archived by one run, against a plain sorted, partitioned Delta write of the same
     rows in the same process; then a second run archives late rows into a few of those days."""
+    from lakehouse import delta_log
     from lakehouse.archive.job import _order
     from lakehouse.definitions import PARTITION_COLUMN
-    from lakehouse.warehouse import row_count
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-backfill-"))
     try:
@@ -124,14 +124,14 @@ def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None
         result = lh.archive("bench", now=now)
         archive_s = time.monotonic() - t0
         assert result.rows_archived == rows and len(result.plan.days) == days, (result.rows_archived, rows)
-        assert row_count(lh.paths("bench").live) == 0
+        assert delta_log.row_count(lh.paths("bench").live) == 0
         # late rows into three old days, archived by a second run (the table archives again)
         late = 30
         generate_live(spark, lh.paths("bench").live, late, start, 3, load="late", first_id=rows)
         t0 = time.monotonic()
         again = lh.archive("bench", now=now + dt.timedelta(minutes=1))
         again_s = time.monotonic() - t0
-        assert again.rows_archived == late and row_count(lh.paths("bench").archive) == rows + late
+        assert again.rows_archived == late and delta_log.row_count(lh.paths("bench").archive) == rows + late
         return {
             "rows": rows,
             "days": days,
@@ -274,7 +274,7 @@ def bench_ingest(master: str, small_files: int = 1000, small_rows: int = 1000, b
     """``ingest`` of many small files and of one big file, each against Spark's own file
     streaming source (CSV, trigger availableNow) writing the same files to a Delta table
     partitioned the same way, in one process; after a small warm-up of both."""
-    from lakehouse.warehouse import row_count
+    from lakehouse import delta_log
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-ingest-"))
     try:
@@ -284,11 +284,11 @@ def bench_ingest(master: str, small_files: int = 1000, small_rows: int = 1000, b
         cases: dict[str, Any] = {}
 
         def case(name: str, folder: Path, files: int, rows: int) -> dict[str, Any]:
-            before = row_count(live)
+            before = delta_log.row_count(live)
             t0 = time.monotonic()
             r = lh.ingest("bench", str(folder), drain=True)
             ours = time.monotonic() - t0
-            assert row_count(live) - before == rows == r.rows, (row_count(live) - before, rows, r.rows)
+            assert delta_log.row_count(live) - before == rows == r.rows, (delta_log.row_count(live) - before, rows, r.rows)
             t0 = time.monotonic()
             streamed = _spark_stream(spark, lh.definition("bench"), folder, root / f"stream-{name}")
             base = time.monotonic() - t0
@@ -332,7 +332,7 @@ def bench_stream(master: str, batches: int = 16, rows: int = 50_000, workdir: st
     """Rows through producers (insert + release into live) for 1 and 4 producers, against a
     plain ``load`` of the same files, in one process, after a warm-up. Batch k of every
     producer covers the k-th hour of event time, so releases follow the slowest producer."""
-    from lakehouse.warehouse import row_count
+    from lakehouse import delta_log
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-stream-"))
     hour = 3_600_000_000
@@ -373,7 +373,7 @@ def bench_stream(master: str, batches: int = 16, rows: int = 50_000, workdir: st
                 for p in ps:
                     p.detach()
             secs = time.monotonic() - t0
-            n = row_count(live)
+            n = delta_log.row_count(live)
             assert n == batches * (rows // (producers or 1)) * (producers or 1), n
             return {"rows": n, "inserts": batches * (producers or 1), "seconds": round(secs, 2),
                     "rows_per_s": round(n / secs)}
@@ -429,7 +429,7 @@ def bench_compact(master: str, batches: int = 1000, rows: int = 200, workdir: st
     DuckDB before and after (the baseline: the uncompacted table, same run)."""
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-compact-"))
     try:
-        from lakehouse.jobs.files import layout
+        from lakehouse.layout import layout
 
         table = INGEST_TABLE.replace("BLOCKS", "1") + "jobs: {compact_min_files: 8}\n"
         lh = _bench_project(root, master, table)
@@ -598,12 +598,12 @@ def open_times(spark: Any, path: str) -> dict[str, float]:
     """Seconds to open one table (and count its rows from the log) on each engine: Spark (a
     new DeltaLog: the session's cache cleared, ``DeltaTable.forPath`` and a count, answered
     from the log's statistics), DuckDB (``delta_scan`` count on a fresh connection) and
-    delta-rs (``DeltaTable(path)``, and lakehouse's ``row_count``)."""
+    delta-rs (``DeltaTable(path)``, and lakehouse's ``delta_log.row_count``)."""
     from delta.tables import DeltaTable as SparkDeltaTable
     from deltalake import DeltaTable
 
+    from lakehouse import delta_log
     from lakehouse.query.duckdb import connect
-    from lakehouse.warehouse import row_count
 
     out: dict[str, float] = {}
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
@@ -619,15 +619,15 @@ def open_times(spark: Any, path: str) -> dict[str, float]:
     DeltaTable(path)
     out["delta_rs"] = time.monotonic() - t0
     t0 = time.monotonic()
-    row_count(path)
+    delta_log.row_count(path)
     out["row_count"] = time.monotonic() - t0
     return out
 
 
 def counts(spark: Any, path: str) -> dict[str, int]:
     """A table's row count on each engine (Spark, DuckDB, delta-rs's log statistics)."""
+    from lakehouse import delta_log
     from lakehouse.query.duckdb import connect
-    from lakehouse.warehouse import row_count
 
     con = connect()
     try:
@@ -635,7 +635,7 @@ def counts(spark: Any, path: str) -> dict[str, int]:
     finally:
         con.close()
     return {"spark": int(spark.read.format("delta").load(path).count()), "duckdb": duck,
-            "delta_rs": row_count(path)}
+            "delta_rs": delta_log.row_count(path)}
 
 
 def one_commit_copy(src: str, dst: str, configuration: dict[str, str]) -> None:
@@ -683,7 +683,7 @@ def bench_open(master: str, commits: int = 2000, rounds: int = 5, workdir: str |
 
     from lakehouse.definitions import TableDefinition
     from lakehouse.physical import delta_properties
-    from lakehouse.session import get_spark
+    from lakehouse.spark.session import get_spark
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-open-"))
     try:

@@ -18,7 +18,7 @@ import click
 
 from lakehouse import output
 from lakehouse.errors import LakehouseError
-from lakehouse.settings import is_local
+from lakehouse.storage import is_local
 
 CITIES = {  # city_id: (currency, local units per USD, base fare)
     1: ("USD", 1.0, 3.0),
@@ -250,15 +250,15 @@ def run_demo(lh: Any, reset: bool, rows: int, days: int) -> bool:
         + ("(same)" if before["n"] == after["n"] else "(DIFFERENT)"))
     split = lh.query(
         "SELECT event_date, count(*) AS trips FROM trips GROUP BY event_date ORDER BY event_date", "duckdb").to_pylist()
+    from lakehouse import delta_log
     from lakehouse.archive.state import read_snapshot
-    from lakehouse.warehouse import scan
 
     p = lh.paths("trips")
     snap = read_snapshot(p.archive)
     cutoff = snap.cutoff if snap else None
     per_day = "SELECT event_date, count(*) AS n FROM t {} GROUP BY event_date"
-    arch = {r["event_date"]: r["n"] for r in scan(p.archive, per_day.format("")).to_pylist()}
-    livep = {r["event_date"]: r["n"] for r in scan(
+    arch = {r["event_date"]: r["n"] for r in delta_log.scan(p.archive, per_day.format("")).to_pylist()}
+    livep = {r["event_date"]: r["n"] for r in delta_log.scan(
         p.live, per_day.format(f"WHERE event_time >= to_timestamp_seconds({cutoff})")).to_pylist()}
     say(f"   {'day':<12} {'archive':>8} {'live >= cutoff':>15} {'view':>8}")
     for row in split:
@@ -405,9 +405,9 @@ def jobs_demo(lh: Any, say: Any) -> bool:
     import pyarrow as pa
 
     from lakehouse.jobs.compact import human_bytes
-    from lakehouse.jobs.files import layout
     from lakehouse.jobs.runner import interval
     from lakehouse.jobs.schedule import slot_start
+    from lakehouse.layout import layout
 
     say("\n-- jobs run: one round of the scheduled jobs (archive every archive.interval; compact_live, "
         "compact_archive and vacuum every jobs.<name>), as cron or `jobs serve` would run it")

@@ -56,12 +56,51 @@ class CommitConflict(TransientError):
     """A Delta commit kept conflicting with concurrent writers after all retries."""
 
 
+def first_line(e: BaseException | str) -> str:
+    """The first line of an error's message, or its type's name when it has none: the part of an
+    engine's (Spark's, DuckDB's, Great Expectations') multi-line message that goes on one line."""
+    text = str(e).strip()
+    if text:
+        return text.splitlines()[0].strip()
+    return type(e).__name__ if isinstance(e, BaseException) else ""
+
+
+def one_line(message: str) -> str:
+    """A message with every run of whitespace (newlines included) made one space: how the CLI
+    prints an error (``error: ...``)."""
+    return " ".join(message.split())
+
+
+def is_conflict(e: BaseException) -> bool:
+    """True for Delta's optimistic-concurrency conflicts, which a retry can resolve."""
+    try:
+        from delta.exceptions import (
+            ConcurrentAppendException,
+            ConcurrentDeleteDeleteException,
+            ConcurrentDeleteReadException,
+            ConcurrentTransactionException,
+            ConcurrentWriteException,
+            MetadataChangedException,
+            ProtocolChangedException,
+        )
+
+        kinds: tuple[type[BaseException], ...] = (
+            ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
+            ConcurrentTransactionException, ConcurrentWriteException, MetadataChangedException,
+            ProtocolChangedException,
+        )
+        if isinstance(e, kinds):
+            return True
+    except ImportError:  # pragma: no cover - delta-spark is a dependency
+        pass
+    text = f"{type(e).__name__} {e}"
+    return "DELTA_CONCURRENT" in text or "ConcurrentAppendException" in text or "DELTA_METADATA_CHANGED" in text
+
+
 def is_transient(e: BaseException) -> bool:
     """Whether a job that failed with ``e`` may succeed when simply tried again."""
     if isinstance(e, TransientError):
         return True
     if isinstance(e, LakehouseError):
         return False
-    from lakehouse.commit import is_conflict
-
     return is_conflict(e) or isinstance(e, (OSError, TimeoutError))

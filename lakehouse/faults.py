@@ -40,8 +40,8 @@ def damage_staging(files: dict[dt.date, list[str]]) -> str | None:
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    from lakehouse.archive.vectors import filesystem
     from lakehouse.definitions import LOAD_COLUMN
+    from lakehouse.storage import filesystem
 
     day = min(files)
     path = files[day][0]

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakehouse import delta_log
 from lakehouse.definitions import ArchiveSettings, TableDefinition, load_definitions
 from lakehouse.errors import DefinitionError, LakehouseError, MigrationError, TableNotFound
 from lakehouse.physical import columns_from_dicts, create_table, describe, drift
 from lakehouse.settings import Settings
-from lakehouse.warehouse import TablePaths, delta_exists, history_path, remove_tree, scan
+from lakehouse.storage import remove_tree
+from lakehouse.warehouse import TablePaths, history_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,9 +92,9 @@ def discover(migrations_dir: Path) -> list[Migration]:
 def read_history(warehouse: str) -> list[AppliedMigration]:
     """Applied migrations recorded in the warehouse (read with delta-rs, no Spark)."""
     path = history_path(warehouse)
-    if not delta_exists(path):
+    if not delta_log.exists(path):
         return []
-    rows = scan(path).to_pylist()
+    rows = delta_log.scan(path).to_pylist()
     out = [AppliedMigration(r["version"], r["name"], r["checksum"], r["applied_at"]) for r in rows]
     return sorted(out, key=lambda a: a.version)
 
@@ -100,7 +102,7 @@ def read_history(warehouse: str) -> list[AppliedMigration]:
 def _record(warehouse: str, m: Migration, duration_ms: int) -> None:
     import pyarrow as pa
 
-    from lakehouse.warehouse import append_records
+    from lakehouse import delta_log
 
     table = pa.table(
         {
@@ -111,7 +113,7 @@ def _record(warehouse: str, m: Migration, duration_ms: int) -> None:
             "duration_ms": pa.array([duration_ms], pa.int64()),
         }
     )
-    append_records(history_path(warehouse), table)
+    delta_log.append_records(history_path(warehouse), table)
 
 
 def status(settings: Settings) -> MigrationStatus:
@@ -280,7 +282,7 @@ class MigrationContext:
         """One metadata-only Delta commit: this migration's columns out, its properties back."""
         import json
 
-        from lakehouse.commit import with_retries
+        from lakehouse.spark.commit import with_retries
 
         added = set(self._added.get(path, []))
         props = self._props.get(path, {})

@@ -11,8 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from lakehouse import rejects
-from lakehouse.commit import with_retries
+from lakehouse import delta_log, rejects
 from lakehouse.definitions import (
     HIDDEN_PREFIX,
     LOAD_COLUMN,
@@ -21,8 +20,9 @@ from lakehouse.definitions import (
     TableDefinition,
 )
 from lakehouse.durations import Duration
+from lakehouse.spark.commit import with_retries
 from lakehouse.types import ColumnType
-from lakehouse.warehouse import TablePaths, delta_exists, open_delta
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -251,9 +251,9 @@ def _type_name(t: Any) -> str:
 
 def describe(path: str) -> PhysicalTable | None:
     """Read a Delta table's schema, partitioning and properties; None when absent."""
-    if not delta_exists(path):
+    if not delta_log.exists(path):
         return None
-    dt = open_delta(path)
+    dt = delta_log.open_table(path)
     schema = json.loads(dt.schema().to_json())
     md = dt.metadata()
     cols = tuple(

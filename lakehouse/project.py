@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from lakehouse import migrations, rejects
+from lakehouse import delta_log, migrations, rejects
 from lakehouse.definitions import (
     PARTITION_COLUMN,
     TableDefinition,
@@ -20,7 +20,7 @@ from lakehouse.errors import QueryError
 from lakehouse.query import compare as compare_mod
 from lakehouse.query import sources
 from lakehouse.settings import Settings
-from lakehouse.warehouse import TablePaths, delta_exists, row_count, scan
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,7 +81,7 @@ class Lakehouse:
 
     def spark(self) -> "SparkSession":
         """The process's SparkSession (started on first use)."""
-        from lakehouse.session import get_spark
+        from lakehouse.spark.session import get_spark
 
         return get_spark(self.settings.master)
 
@@ -117,7 +117,7 @@ class Lakehouse:
         now = wall_clock()
         for name, d in sorted(self.definitions().items()):
             p = self.paths(name)
-            created = delta_exists(p.live)
+            created = delta_log.exists(p.live)
             if created:
                 self.recover_stream(name)  # what a crashed operation left, first
             snap = read_snapshot(p.archive) if created else None
@@ -128,9 +128,9 @@ class Lakehouse:
                 TableState(
                     name=name,
                     created=created,
-                    live_rows=row_count(p.live) if created else 0,
-                    archive_rows=row_count(p.archive) if created else 0,
-                    rejects=row_count(p.rejects) if created else 0,
+                    live_rows=delta_log.row_count(p.live) if created else 0,
+                    archive_rows=delta_log.row_count(p.archive) if created else 0,
+                    rejects=delta_log.row_count(p.rejects) if created else 0,
                     cutoff=cutoff,
                     bound=stream["bound"],
                     watermark=stream["watermark"],
@@ -202,8 +202,8 @@ class Lakehouse:
         return lookup(d, self.paths(table), day, parse_where(d, where))
 
     def verify(self, table: str | None = None) -> list[Any]:
-        """Checks on both engines, compared (see lakehouse.verify)."""
-        from lakehouse.verify import Verifier
+        """Checks on both engines, compared (see lakehouse.quality.verify)."""
+        from lakehouse.quality.verify import Verifier
 
         defs = self.definitions()
         if table is not None:
@@ -211,7 +211,7 @@ class Lakehouse:
         out = []
         for src in sources(self.settings.warehouse, defs):
             out.extend(Verifier(self.spark(), src).run())
-        from lakehouse.verify import saved_query_checks
+        from lakehouse.quality.verify import saved_query_checks
 
         out.extend(saved_query_checks(self, table))
         return out
@@ -289,7 +289,7 @@ class Lakehouse:
         from lakehouse.stream.engine import Stream
 
         d, p = self.definition(table), self.paths(table)
-        return delta_exists(p.live) and Stream(self.spark, d, p).recover()
+        return delta_log.exists(p.live) and Stream(self.spark, d, p).recover()
 
     def stream_status(self, table: str, now: Any = None) -> dict[str, Any]:
         """``table``'s stream as of ``now``: B, the watermark, staged rows, producers (a crashed
@@ -370,4 +370,4 @@ def _waiting_rows(live_path: str, event_time: str, cutoff: int) -> int:
     day = cutoff_time(cutoff).date()
     sql = (f'SELECT count(*) AS n FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{day.isoformat()}\' '
            f'AND "{event_time}" < to_timestamp_seconds({int(cutoff)})')
-    return int(scan(live_path, sql).column("n")[0].as_py())
+    return int(delta_log.scan(live_path, sql).column("n")[0].as_py())

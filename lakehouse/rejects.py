@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.commit import idempotent
+from lakehouse import delta_log
 from lakehouse.errors import TableNotFound
-from lakehouse.warehouse import TablePaths, delta_exists, scan
+from lakehouse.spark.commit import idempotent
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -94,8 +95,8 @@ def append(spark: "SparkSession", paths: TablePaths, frames: list["DataFrame"],
 def read(warehouse: str, table: str) -> list[dict[str, Any]]:
     """Rejected rows and files of a table, oldest first (read with delta-rs, no Spark)."""
     paths = TablePaths(warehouse, table)
-    if not delta_exists(paths.rejects):
+    if not delta_log.exists(paths.rejects):
         raise TableNotFound(f"table {table!r} has no rejects table; run `lakehouse migrate`")
-    rows = [{c: r.get(c) for c in COLUMNS} for r in scan(paths.rejects).to_pylist()]
+    rows = [{c: r.get(c) for c in COLUMNS} for r in delta_log.scan(paths.rejects).to_pylist()]
     rows.sort(key=lambda r: (r["at"] or dt.datetime.min.replace(tzinfo=UTC), r["source"] or "", r["line"] or 0))
     return rows

@@ -89,3 +89,65 @@ def normalize_warehouse(uri: str) -> str:
 def is_local(uri: str) -> bool:
     """True when the warehouse is a local folder (not an object store URI)."""
     return "://" not in uri
+
+
+# -- the environment: every LAKEHOUSE_* variable, read here and nowhere else -----------------------
+
+ENVIRONMENT: dict[str, str] = {
+    "LAKEHOUSE_PROJECT": "the project folder (a --project flag wins)",
+    "LAKEHOUSE_WAREHOUSE": "the warehouse path or URI (a --warehouse flag wins)",
+    "LAKEHOUSE_MASTER": "the Spark master URL (a --master flag wins; default local[*])",
+    "LAKEHOUSE_JARS": "where Delta's jars are cached (default <venv>/share/lakehouse/jars)",
+    "LAKEHOUSE_LOG_LEVEL": "Spark's log level (default ERROR; -v makes it WARN, -vv INFO)",
+    "LAKEHOUSE_JAVA_OPTS": "extra JVM options for the Spark driver",
+    "LAKEHOUSE_SHUFFLE_PARTITIONS": "spark.sql.shuffle.partitions on a local master (default 4)",
+    "LAKEHOUSE_DRIVER_MEMORY": "spark.driver.memory on a local master (default 2g)",
+    "LAKEHOUSE_DEBUG": "set: an unexpected error prints its traceback instead of one line",
+    "LAKEHOUSE_ARCHIVE_FLOCK": "0/false/no/off: no OS lock next to the table's lease (default on)",
+    "LAKEHOUSE_ARCHIVE_LEASE_SECONDS": "how long a table's lease lasts without renewal (default 120)",
+    "LAKEHOUSE_JOBS_BACKOFF_SECONDS": "first pause between attempts of a failing job (default 5)",
+    "LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS": "how long a jobs round waits for a table's lease (default 60)",
+    "LAKEHOUSE_JOBS_RETRY_SECONDS": "how long a failed job waits before the next round retries it (default 60)",
+    "LAKEHOUSE_CRASH_AT": "tests: the crash point at which the process kills itself",
+    "LAKEHOUSE_PAUSE_AT": "tests: <point>:<seconds>:<file>, a pause at a crash point",
+    "LAKEHOUSE_FAULT": "tests: damage an archiving run's staged data (drop_row, dup_row, change_value)",
+}
+"""Every environment variable lakehouse reads, with what it sets."""
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """The value of the LAKEHOUSE_* variable ``name`` (an empty value counts as unset)."""
+    if name not in ENVIRONMENT:
+        raise KeyError(f"{name} is not a lakehouse environment variable (add it to settings.ENVIRONMENT)")
+    return os.environ.get(name) or default
+
+
+def env_float(name: str, default: float) -> float:
+    """A numeric LAKEHOUSE_* variable; a value that is not a number is refused with its name."""
+    raw = env(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: not a number of seconds") from None
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """A LAKEHOUSE_* switch: 0/false/no/off turn it off, anything else on."""
+    raw = env(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() not in ("0", "false", "no", "off")
+
+
+def set_env(name: str, value: str) -> None:
+    """Set a LAKEHOUSE_* variable for this process and the processes it starts (the CLI's -v)."""
+    if name not in ENVIRONMENT:
+        raise KeyError(f"{name} is not a lakehouse environment variable")
+    os.environ[name] = value
+
+
+def spark_master(master: str | None = None) -> str:
+    """The Spark master: the flag, else LAKEHOUSE_MASTER, else local[*]."""
+    return master or env("LAKEHOUSE_MASTER") or "local[*]"

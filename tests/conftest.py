@@ -58,7 +58,7 @@ event_time: at
 def spark():
     """The one SparkSession of the test run (real Spark, real Delta)."""
     os.environ.setdefault("LAKEHOUSE_SHUFFLE_PARTITIONS", "2")
-    from lakehouse.session import get_spark
+    from lakehouse.spark.session import get_spark
 
     return get_spark(MASTER)
 

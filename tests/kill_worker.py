@@ -21,7 +21,7 @@ def main() -> int:
     import tempfile
 
     import lakehouse.cli  # noqa: F401 - imported now, not in the command's time
-    from lakehouse.session import get_spark
+    from lakehouse.spark.session import get_spark
 
     spark = get_spark(os.environ["LAKEHOUSE_MASTER"])
     with tempfile.TemporaryDirectory() as tmp:  # a first job (code paths compiled), not in the command's time

@@ -281,9 +281,9 @@ def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spa
     """Years of history in one run: day predicates of several IN lists (500 days each), one
     vector run per day, the purge and a second run merging late rows into old days. (3,000 days
     and more: ``lakehouse bench backfill``.)"""
+    from lakehouse import delta_log
     from lakehouse.archive import vectors
     from lakehouse.bench import BENCH_TABLE, generate_live
-    from lakehouse.warehouse import row_count
 
     p = project.table(BENCH_TABLE).create("bench")
     days, rows = 1200, 2400
@@ -292,7 +292,7 @@ def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spa
     generate_live(spark, p.lh.paths("bench").live, rows, start, days)
     r = p.lh.archive("bench", now=today)
     assert r.committed and r.rows_archived == rows and len(r.plan.days) == days
-    assert r.rows_purged == rows and row_count(p.lh.paths("bench").live) == 0
+    assert r.rows_purged == rows and delta_log.row_count(p.lh.paths("bench").live) == 0
     files, temps = vectors.list_files(p.lh.paths("bench").vectors)
     assert not temps and len(files) == days * 8 and len({f.cutoff for f in files}) == 1
     first = start.date()
@@ -309,7 +309,7 @@ def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spa
         r2.committed and r2.rows_archived == 9 and r2.plan.late_rows == 9 and len(r2.plan.days) == 3
     )
     assert p.lh.query(q, "duckdb").to_pylist()[0]["n"] == rows + 9
-    assert row_count(p.lh.paths("bench").live) == 0
+    assert delta_log.row_count(p.lh.paths("bench").live) == 0
     files, temps = vectors.list_files(p.lh.paths("bench").vectors)
     assert not temps and len(files) == days * 8 and not vectors.garbage(files, r2.plan.cutoff)
     rng, _ = p.lh.lookup("bench", first, [f"city_id={dv.table.column('value')[0].as_py()}"])
@@ -359,7 +359,7 @@ def test_lease_is_exclusive_expires_and_is_taken_over(tmp_path):
     import threading
     import time
 
-    from lakehouse.commit import Lease, LeaseHeld, LeaseLost, read_lease
+    from lakehouse.lease import Lease, LeaseHeld, LeaseLost, read_lease
 
     folder = str(tmp_path / "lease")
     a = Lease(folder, "archive t: the archive lease", ttl=30).acquire()
@@ -401,7 +401,7 @@ def test_lease_is_exclusive_expires_and_is_taken_over(tmp_path):
 def test_lease_is_renewed_while_the_holder_runs(tmp_path):
     import time
 
-    from lakehouse.commit import Lease, LeaseHeld, read_lease
+    from lakehouse.lease import Lease, LeaseHeld, read_lease
 
     folder = str(tmp_path / "lease")
     with Lease(folder, "x", ttl=0.9) as lease:
@@ -650,11 +650,11 @@ def test_a_killed_holder_on_this_machine_frees_the_lease_at_once(tmp_path):
     import signal
     import time
 
-    from lakehouse.commit import Lease, read_lease
+    from lakehouse.lease import Lease, read_lease
 
     folder = str(tmp_path / "lease")
     code = (
-        f"from lakehouse.commit import Lease; import os, signal; Lease({folder!r}, 'x', ttl=600).acquire(); "
+        f"from lakehouse.lease import Lease; import os, signal; Lease({folder!r}, 'x', ttl=600).acquire(); "
         "os.kill(os.getpid(), signal.SIGKILL)"
     )
     p = subprocess.run(

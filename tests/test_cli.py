@@ -168,7 +168,7 @@ def test_what_the_jvm_prints_goes_to_stderr_and_stdout_stays_the_output():
     one parseable document, and what the JVM said is still shown."""
     code = (
         "import json, sys\n"
-        "from lakehouse.session import get_spark\n"
+        "from lakehouse.spark.session import get_spark\n"
         "s = get_spark('local[1]')\n"
         "s._jvm.System.out.println('JVM-SAID-THIS'); s._jvm.System.out.flush()\n"
         "print('python before'); sys.stdout.flush()\n"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lakehouse import delta_log
 from lakehouse.bench import BENCH_TABLE, build_long_table, counts, log_tail
 from lakehouse.definitions import TableDefinition
 from lakehouse.durations import Duration
@@ -31,7 +32,6 @@ from lakehouse.physical import (
     stats_columns,
     table_schema,
 )
-from lakehouse.warehouse import open_delta
 from tests.conftest import TRIPS_SMALL
 
 # no key (the live writer appends: quick); sort columns with a boolean (Delta keeps no min/max for it)
@@ -168,4 +168,4 @@ def test_a_2000_commit_table_is_read_from_a_checkpoint(spark: Any, tmp_path: Pat
     assert tail["last_checkpoint"] is not None and tail["json_after_checkpoint"] <= 10
     assert made["replaces"] > 0 and made["deletes"] > 0
     assert counts(spark, path) == {"spark": made["rows"], "duckdb": made["rows"], "delta_rs": made["rows"]}
-    assert open_delta(path).version() == 1999
+    assert delta_log.open_table(path).version() == 1999

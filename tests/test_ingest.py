@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from lakehouse import delta_log
 from lakehouse.ingest.state import StateStore
-from lakehouse.warehouse import TablePaths, scan, txn_version
+from lakehouse.warehouse import TablePaths
 
 pytestmark = pytest.mark.spark
 
@@ -64,7 +65,7 @@ def write(land: Path, name: str, ids: list[int], minute: int = 0, extra_lines: s
 
 
 def live_ids(project) -> list[int]:
-    return sorted(r["id"] for r in scan(project.lh.paths("events").live, "SELECT id FROM t").to_pylist())
+    return sorted(r["id"] for r in delta_log.scan(project.lh.paths("events").live, "SELECT id FROM t").to_pylist())
 
 
 def log(project) -> dict[str, dict[str, Any]]:
@@ -163,7 +164,7 @@ def test_blocks_smaller_than_a_line_parse_every_record_once(spark, project):
     assert r.batches[0].blocks > 35
     bad = [i for i in range(40) if i % 17 == 0]
     assert live_ids(project) == [i for i in range(40) if i not in bad]
-    notes = {r["id"]: r["note"] for r in scan(project.lh.paths("events").live, "SELECT id, note FROM t").to_pylist()}
+    notes = {r["id"]: r["note"] for r in delta_log.scan(project.lh.paths("events").live, "SELECT id, note FROM t").to_pylist()}
     assert notes[2] == "two\nlines" and notes[3] == 'say "hi"' and notes[1] == "with, comma"
     rejects = project.lh.rejects("events")
     # file line numbers survive block splitting (record i starts on line 2 + i + number of earlier 2-line notes)
@@ -221,7 +222,7 @@ def test_later_file_wins_within_a_batch(spark, project):
     (land / "t_0001.csv").write_text("trip_id,status,event_time\na,1,2026-11-20T10:00:00Z\na,2,2026-11-20T10:00:00Z\n")
     r = project.lh.ingest("trips", str(land))
     assert [b.files for b in r.batches] == [["t_0001.csv", "t_0002.csv"]]
-    assert scan(project.lh.paths("trips").live, "SELECT trip_id, status FROM t").to_pylist() == [
+    assert delta_log.scan(project.lh.paths("trips").live, "SELECT trip_id, status FROM t").to_pylist() == [
         {"trip_id": "a", "status": 3}]
 
 
@@ -380,12 +381,12 @@ def test_a_replayed_batch_is_not_applied_twice(spark, project):
         pipeline.Ingest._execute = real_execute
     paths = project.lh.paths("events")
     app = store.load(str(land)).app_id
-    from lakehouse.stream.engine import APP_ID
+    from lakehouse.stream.ledger import APP_ID
     from lakehouse.stream.store import StreamStore
 
     stream = StreamStore(paths).read()
     assert stream.producers[str(land.resolve())].inserts[app] == 1
-    assert txn_version(paths.live, APP_ID) == 1 and txn_version(paths.rejects, app) == 1
+    assert delta_log.txn_version(paths.live, APP_ID) == 1 and delta_log.txn_version(paths.rejects, app) == 1
     Path(store.path(str(land))).write_text(saved[0])  # back to "batch 1 taken, not recorded"
     assert json.loads(saved[0])["pending"][0]["files"] == [name_at(0)]
     r = ingest(project, land)
@@ -434,7 +435,7 @@ def test_state_survives_a_second_landing_directory(spark, project):
     files = [e["file"] for e in project.lh.ingest_log("events")]
     assert sorted(files) == sorted([str(land / name_at(0)), str(other / name_at(0))])
     # both are batch 1 of their directory; their rows carry different loads (archiving purges by load)
-    loads = scan(project.lh.paths("events").live, "SELECT DISTINCT _lh_load AS l FROM t").column("l").to_pylist()
+    loads = delta_log.scan(project.lh.paths("events").live, "SELECT DISTINCT _lh_load AS l FROM t").column("l").to_pylist()
     assert len(loads) == 2
     shutil.rmtree(other)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse import delta_log
 from lakehouse.ingest.state import StateStore
 from lakehouse.stream.engine import insert_of
-from lakehouse.warehouse import scan
 from tests.conftest import Project, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -57,7 +57,7 @@ def land_files(land: Path, start: int, count: int) -> dict[str, list[int]]:
 
 def check_consistent(p: Project, files: dict[str, list[int]], complete: bool) -> None:
     """Every batch is all-or-nothing in live; ids never appear twice; the log matches the tables."""
-    rows = scan(p.lh.paths("events").live, "SELECT id, _lh_load FROM t").to_pylist()
+    rows = delta_log.scan(p.lh.paths("events").live, "SELECT id, _lh_load FROM t").to_pylist()
     ids = Counter(r["id"] for r in rows)
     assert not [i for i, n in ids.items() if n > 1], "rows loaded twice"
     by_file = {name: [i in ids for i in want] for name, want in files.items()}

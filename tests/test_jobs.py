@@ -17,7 +17,7 @@ import pytest
 from lakehouse.archive.vectors import batch_order
 from lakehouse.errors import CommitConflict, LakehouseError
 from lakehouse.jobs import compact
-from lakehouse.jobs.files import layout
+from lakehouse.layout import layout
 from tests.conftest import TRIPS_SMALL, Project
 
 pytestmark = pytest.mark.spark
@@ -273,7 +273,7 @@ def test_a_round_waits_its_whole_lease_wait_for_a_busy_table_then_reports_it(pro
     round runs once the lease is free."""
     import time
 
-    from lakehouse.commit import table_lease
+    from lakehouse.lease import table_lease
 
     p = project.table(TRIPS_SMALL + JOBS_YAML).create("trips")
     monkeypatch.setenv("LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS", "2.5")

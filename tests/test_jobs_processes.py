@@ -36,7 +36,7 @@ from deltalake import DeltaTable
 
 from lakehouse.archive.vectors import batch_order
 from lakehouse.cli import cli as lakehouse_main
-from lakehouse.commit import read_lease, table_lease
+from lakehouse.lease import read_lease, table_lease
 from tests.conftest import MASTER, Project, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

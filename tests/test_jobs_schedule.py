@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from lakehouse.durations import Duration
 from lakehouse.jobs.compact import MAX_FILES_PER_DAY, archive_days, live_days, rows_per_file
-from lakehouse.jobs.files import DataFile
 from lakehouse.jobs.history import Run
 from lakehouse.jobs.schedule import decide, slot_start
+from lakehouse.layout import DataFile
 
 UTC = dt.timezone.utc
 H2 = Duration.parse("2h")

@@ -320,7 +320,7 @@ def test_gather_joins_rows_to_their_release_and_skips_archived_rows_not_purged(t
     from lakehouse.definitions import parse_definition
     from lakehouse.lateness.gather import arrivals
     from lakehouse.lateness.gather import profile as gather_profile
-    from lakehouse.stream.engine import APP_ID
+    from lakehouse.stream.ledger import APP_ID
 
     d = parse_definition({"name": "c", "columns": [{"name": "u", "type": "long"},
                                                    {"name": "at", "type": "timestamp", "nullable": False}],

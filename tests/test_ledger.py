@@ -13,14 +13,13 @@ import struct
 
 import pytest
 
-from lakehouse import faults
+from lakehouse import delta_log, faults
 from lakehouse.archive import ledger as L
 from lakehouse.archive import ledger_table
 from lakehouse.archive.state import read_snapshot
 from lakehouse.errors import ConservationError
+from lakehouse.quality.verify import Verifier
 from lakehouse.query import TableSource
-from lakehouse.verify import Verifier
-from lakehouse.warehouse import row_count
 from tests.conftest import TRIPS_SMALL
 
 pytestmark = pytest.mark.spark
@@ -112,13 +111,13 @@ def test_a_run_keeps_books_refuses_damaged_batches_and_verify_checks_the_data(pr
         assert "\n" not in msg and msg.startswith(f"archive trips: day {D18}: rows in != rows out: in 42 rows "
                                                   "(7 live + 35 kept, 5 replaced), checksum "), msg
         assert f"staged {out_rows} rows, checksum " in msg and "nothing was committed, live rows stay" in msg
-        assert read_snapshot(paths.archive) == before and row_count(paths.live) == 7
+        assert read_snapshot(paths.archive) == before and delta_log.row_count(paths.live) == 7
         assert ledger_table.ledger_cutoff(paths) == r1.plan.cutoff
         assert p.lh.tables()[0].last_error["step"] == "conservation"
     monkeypatch.delenv(faults.ENV)
     r2 = p.lh.archive("trips", now=now)  # the clean run commits
     assert r2.committed and r2.plan.days == (D18,) and r2.as_dict()["rows_replaced"] == 5
-    assert row_count(paths.live) == 0
+    assert delta_log.row_count(paths.live) == 0
     b18 = by_day(ledger_table.read_rows(paths))[(r2.plan.cutoff, D18)]
     assert (b18.rows_live, b18.rows_kept, b18.rows_replaced, b18.rows_out) == (7, 35, 5, 42)
     assert b18.existing == a18.out  # the chain: the run found what the last one left

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.warehouse import scan
+from lakehouse import delta_log
 from tests.conftest import Project, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -48,7 +48,7 @@ def make_files(data: Path) -> dict[str, list[int]]:
 
 
 def check(p: Project, files: dict[str, list[int]], complete: bool) -> None:
-    rows = scan(p.lh.paths("events").live, "SELECT id FROM t").to_pylist()
+    rows = delta_log.scan(p.lh.paths("events").live, "SELECT id FROM t").to_pylist()
     ids = Counter(r["id"] for r in rows)
     assert not [i for i, n in ids.items() if n > 1], "rows loaded twice"
     seen = [[i in ids for i in want] for want in files.values()]
@@ -130,7 +130,7 @@ def test_rerun_after_a_crash_never_doubles_rows_or_rejects_even_with_force(spark
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     r = p.lh.load("events", [good, wrong, good], force=True)
     assert r.discarded == [1] and [b.recovered for b in r.batches] == [False]
-    assert sorted(x["id"] for x in scan(p.lh.paths("events").live, "SELECT id FROM t").to_pylist()) == [1, 2]
+    assert sorted(x["id"] for x in delta_log.scan(p.lh.paths("events").live, "SELECT id FROM t").to_pylist()) == [1, 2]
     rejects = p.lh.rejects("events")
     assert [(os.path.basename(x["source"]), x["line"]) for x in rejects] == [("wrong.jsonl", None)]
 
@@ -145,5 +145,5 @@ def test_a_file_changed_between_the_crash_and_the_rerun_is_never_half_loaded(spa
     Path(f).write_text("id,amount,at\n7,0.5,2026-11-20T10:00:00Z\n8,0.5,2026-11-20T10:00:00Z\n")
     r = p.lh.load("events", [f])
     assert r.discarded == [1] and not r.recovered and r.rows_loaded == 2
-    assert sorted(x["id"] for x in scan(p.lh.paths("events").live, "SELECT id FROM t").to_pylist()) == [7, 8]
+    assert sorted(x["id"] for x in delta_log.scan(p.lh.paths("events").live, "SELECT id FROM t").to_pylist()) == [7, 8]
     assert p.lh.load("events", [f]).files_skipped  # the new content is now the loaded content

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from lakehouse.commit import read_lease
-from lakehouse.stream.engine import APP_ID
+from lakehouse import delta_log
+from lakehouse.lease import read_lease
+from lakehouse.stream.ledger import APP_ID
 from lakehouse.stream.model import StreamError
-from lakehouse.warehouse import scan, txn_version
 from tests.conftest import CLICKS as CLICKS_TABLE
 from tests.conftest import Project, cli
 
@@ -81,7 +81,7 @@ def lines(name: str, rows: list[tuple[Any, str, str]], what: str) -> set[tuple[s
 
 
 def live_ids(p: Project, table: str = "clicks") -> Counter[int]:
-    return Counter(r["user_id"] for r in scan(p.lh.paths(table).live, "SELECT user_id FROM t").to_pylist())
+    return Counter(r["user_id"] for r in delta_log.scan(p.lh.paths(table).live, "SELECT user_id FROM t").to_pylist())
 
 
 def rejected(p: Project, table: str = "clicks") -> Counter[tuple[str, int, str]]:
@@ -112,7 +112,7 @@ def check_events(p: Project, table: str = "clicks", via_cli: bool = True) -> lis
             (e["kind"], e.get("producer"), e.get("rows")) for e in raw]
     numbers = [int(re.findall(r"^release (\d+) ", e["detail"])[0]) for e in raw if e["kind"] == "release"]
     assert numbers == list(range(1, len(numbers) + 1)), numbers
-    assert (txn_version(p.lh.paths(table).live, APP_ID) or 0) == len(numbers)
+    assert (delta_log.txn_version(p.lh.paths(table).live, APP_ID) or 0) == len(numbers)
     return raw
 
 
@@ -577,7 +577,7 @@ def test_random_interleavings_with_kills_lose_and_double_nothing(spark, tmp_path
     assert sum(1 for r in p.lh.rejects("clicks") if r["reason"] != "late_row") == bad
     status = p.lh.stream_status("clicks")
     assert status["staged"] == 0 and all(not x["attached"] for x in status["producers"])
-    times = [r["at"] for r in scan(p.lh.paths("clicks").live, "SELECT at FROM t").to_pylist()]
+    times = [r["at"] for r in delta_log.scan(p.lh.paths("clicks").live, "SELECT at FROM t").to_pylist()]
     assert status["bound"] == max(times)
     check_events(p, via_cli=False)
     assert staging_left(p) == []

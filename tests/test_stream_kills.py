@@ -39,10 +39,10 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
+from lakehouse import delta_log
 from lakehouse.stream.engine import describe
 from lakehouse.stream.producer import to_micros
 from lakehouse.stream.store import StreamStore
-from lakehouse.warehouse import scan
 from tests.conftest import CLICKS, FAST_JVM, REPO, Project
 from tests.stream_reference import RefError, RefStream, mx
 
@@ -315,7 +315,7 @@ def staged_ids(p: Project) -> Counter[int]:
 def stored_ids(p: Project) -> Counter[int]:
     paths = p.lh.paths("clicks")
     return Counter(r["user_id"] for part in (paths.live, paths.archive)
-                   for r in scan(part, "SELECT user_id FROM t").to_pylist())
+                   for r in delta_log.scan(part, "SELECT user_id FROM t").to_pylist())
 
 
 @dataclass

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakehouse.warehouse import row_count, scan
+from lakehouse import delta_log
 
 UTC = dt.timezone.utc
 
@@ -34,23 +34,23 @@ def table(tmp_path):
 
 
 def test_scan_reads_all_rows_and_filters(table):
-    assert scan(table).num_rows == 48
-    assert sorted(scan(table).column("note").to_pylist()) == sorted(f"row {i}" for i in range(48))
+    assert delta_log.scan(table).num_rows == 48
+    assert sorted(delta_log.scan(table).column("note").to_pylist()) == sorted(f"row {i}" for i in range(48))
     cutoff = int(dt.datetime(2026, 1, 1, 12, tzinfo=UTC).timestamp())
-    n = scan(table, f"SELECT count(*) AS n FROM t WHERE event_time < to_timestamp_seconds({cutoff})")
+    n = delta_log.scan(table, f"SELECT count(*) AS n FROM t WHERE event_time < to_timestamp_seconds({cutoff})")
     assert n.column("n")[0].as_py() == 12
-    assert row_count(table) == 48
+    assert delta_log.row_count(table) == 48
 
 
 def test_scan_of_an_old_version(table):
-    write_deltalake(table, scan(table).slice(0, 1).cast(scan(table).schema), mode="append")
-    assert scan(table).num_rows == 49
-    assert scan(table, version=0).num_rows == 48
+    write_deltalake(table, delta_log.scan(table).slice(0, 1).cast(delta_log.scan(table).schema), mode="append")
+    assert delta_log.scan(table).num_rows == 49
+    assert delta_log.scan(table, version=0).num_rows == 48
 
 
 def test_processes_that_read_data_exit_cleanly(table):
-    code = ("import sys; from lakehouse.warehouse import scan; "
-            "print(len(scan(sys.argv[1]).to_pylist()))")
+    code = ("import sys; from lakehouse import delta_log; "
+            "print(len(delta_log.scan(sys.argv[1]).to_pylist()))")
     for _ in range(8):
         p = subprocess.run([sys.executable, "-c", code, table], capture_output=True, text=True, timeout=120)
         assert (p.returncode, p.stdout.strip(), p.stderr) == (0, "48", "")

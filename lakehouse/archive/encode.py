@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse import crashpoints
+from lakehouse import crashpoints, storage
 from lakehouse.archive import vectors
 from lakehouse.archive.rle import RunEncoder, run_schema
 
@@ -60,7 +60,7 @@ def encode_day(task: DayTask) -> tuple[str, int, int]:
         wanted = [*sort_names, *plain_names]
         types = dict([*task.sort_columns, *task.plain_columns])
         for path in task.files:
-            fs, p = vectors.filesystem(path)
+            fs, p = storage.filesystem(path)
             with fs.open_input_file(p) as f:
                 pf = pq.ParquetFile(f)
                 for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=wanted):

@@ -72,11 +72,13 @@ from lakehouse.archive.plan import (
     staged_problems,
 )
 from lakehouse.archive.state import CUTOFF_APP_ID, read_status, spark_snapshot, write_status
-from lakehouse.commit import Lease, table_lease, with_retries
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, ConservationError, LakehouseError
+from lakehouse.lease import Lease, table_lease
 from lakehouse.live import check_loadable
-from lakehouse.warehouse import TablePaths, join, remove_tree
+from lakehouse.spark.commit import with_retries
+from lakehouse.storage import join, remove_tree
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
+from lakehouse import delta_log
 from lakehouse.archive.ledger import (
     LEDGER_APP_ID,
     CommitFigures,
@@ -33,7 +33,7 @@ from lakehouse.archive.ledger import (
 )
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
-from lakehouse.warehouse import TablePaths, delta_exists, scan, txn_version
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -106,21 +106,19 @@ def archive_figures(spark: "SparkSession", d: TableDefinition, paths: TablePaths
 
 def ledger_cutoff(paths: TablePaths) -> int | None:
     """The last cutoff the ledger holds (None: no ledger yet)."""
-    return txn_version(paths.ledger, LEDGER_APP_ID)
+    return delta_log.txn_version(paths.ledger, LEDGER_APP_ID)
 
 
 def read_rows(paths: TablePaths) -> list[LedgerRow]:
-    if not delta_exists(paths.ledger):
+    if not delta_log.exists(paths.ledger):
         return []
-    return [LedgerRow.from_record(r) for r in scan(paths.ledger).to_pylist()]
+    return [LedgerRow.from_record(r) for r in delta_log.scan(paths.ledger).to_pylist()]
 
 
 def append(paths: TablePaths, rows: list[LedgerRow], cutoff: int) -> bool:
     """Append the rows of ``cutoff`` (none: only the marker) unless the ledger holds that cutoff
     already; True when written. Run under the table's lease (one writer)."""
     import pyarrow as pa
-    from deltalake import CommitProperties, Transaction, write_deltalake
-    from deltalake.exceptions import CommitFailedError
 
     have = ledger_cutoff(paths)
     if have is not None and have >= cutoff:
@@ -128,31 +126,18 @@ def append(paths: TablePaths, rows: list[LedgerRow], cutoff: int) -> bool:
     now = dt.datetime.now(dt.timezone.utc)
     records = [{**r.record(), "recorded": r.recorded or now} for r in rows]
     table = pa.Table.from_pylist(records, schema=schema())
-    props = CommitProperties(app_transactions=[Transaction(app_id=LEDGER_APP_ID, version=int(cutoff))])
-    for attempt in range(5):
-        try:
-            write_deltalake(paths.ledger, table, mode="append", commit_properties=props)
-            return True
-        except CommitFailedError:  # a concurrent first write of the table: look again
-            if attempt == 4:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-            have = ledger_cutoff(paths)
-            if have is not None and have >= cutoff:
-                return False
-    return False
+    return delta_log.append_records(paths.ledger, table, attempts=5, txn=(LEDGER_APP_ID, int(cutoff)),
+                                    merge_schema=False)
 
 
 def committed_figures(paths: TablePaths, after: int | None, upto: int | None,
                       limit: int = HISTORY_LIMIT) -> list[tuple[int, CommitFigures]]:
     """(archive version, figures) of the archive commits whose cutoff is above ``after`` and at
     most ``upto``, oldest first, from the commits' metadata (delta-rs; the latest ``limit``)."""
-    if upto is None or (after is not None and after >= upto) or not delta_exists(paths.archive):
+    if upto is None or (after is not None and after >= upto) or not delta_log.exists(paths.archive):
         return []
-    from deltalake import DeltaTable
-
     out = []
-    for c in DeltaTable(paths.archive, without_files=True).history(limit):
+    for c in delta_log.history(paths.archive, limit):
         f = parse_commit_info(c.get("userMetadata"))
         if f is None or f.cutoff > upto:
             continue
@@ -180,7 +165,7 @@ def repair(spark: "SparkSession", d: TableDefinition, paths: TablePaths, committ
     if have is not None and have >= committed:
         return 0
     from lakehouse.archive.state import read_snapshot
-    from lakehouse.jobs.files import layout
+    from lakehouse.layout import layout
 
     rows, _ = pending_rows(paths, have, committed)
     covered = {r.day for r in read_rows(paths)} | {r.day for r in rows}

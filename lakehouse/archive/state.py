@@ -9,10 +9,12 @@ is not above the recorded one, so replaying a run cannot move the cutoff back.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.warehouse import delta_exists
+from lakehouse import delta_log, storage
+from lakehouse.storage import join
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,13 +32,8 @@ class Snapshot:
 
 def read_snapshot(path: str, version: int | None = None) -> Snapshot | None:
     """The latest (or a given) version of a Delta table and its cutoff, with delta-rs."""
-    if not delta_exists(path):
-        return None
-    from deltalake import DeltaTable
-
-    dt = DeltaTable(path, version=version, without_files=True)
-    v = dt.transaction_version(CUTOFF_APP_ID)
-    return Snapshot(int(dt.version()), None if v is None else int(v))
+    snap = delta_log.snapshot(path, CUTOFF_APP_ID, version)
+    return None if snap is None else Snapshot(snap.version, snap.txn)
 
 
 def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
@@ -63,29 +60,10 @@ def cutoff_history(path: str) -> list[CutoffCommit]:
     goes (no Spark): each run's SetTransaction read from its commit file, timestamps as
     ``--as-of`` sees them. When older commit files were cleaned up, the first entry is the
     oldest readable version with the cutoff its checkpoint holds."""
-    import json
-
-    from lakehouse.archive.vectors import filesystem
-    from lakehouse.query.asof import commits
-    from lakehouse.warehouse import join
-
-    found = commits(path)
+    found = delta_log.commits(path)
     if not found:
         return []
-    fs, root = filesystem(join(path, "_delta_log"))
-    out: list[CutoffCommit] = []
-    for c in found:
-        try:
-            with fs.open_input_stream(f"{root}/{c.version:020d}.json") as f:
-                text = f.read().decode("utf-8")
-        except (FileNotFoundError, OSError):
-            continue  # only in a checkpoint now (the commit file was cleaned up)
-        for line in text.splitlines():
-            if '"txn"' not in line:
-                continue
-            txn = json.loads(line).get("txn") or {}
-            if txn.get("appId") == CUTOFF_APP_ID and (not out or int(txn["version"]) > out[-1].cutoff):
-                out.append(CutoffCommit(c.version, c.ms, int(txn["version"])))
+    out = [CutoffCommit(c.version, c.ms, c.txn) for c in delta_log.txn_commits(path, CUTOFF_APP_ID, found)]
     first = found[0]
     if first.version > 0:  # older commits were cleaned up: the cutoff as of the oldest readable version
         start = read_snapshot(path, first.version)
@@ -101,39 +79,18 @@ STATUS_FILE = "archive-status.json"
 
 def status_path(root: str) -> str:
     """``<warehouse>/<table>/_state/archive-status.json``."""
-    from lakehouse.warehouse import join
-
     return join(root, "_state", STATUS_FILE)
 
 
 def read_status(root: str) -> dict | None:
     """The recorded outcome of the table's archiving runs (None when never recorded)."""
-    import json
-
-    from lakehouse.archive.vectors import filesystem
-
-    fs, p = filesystem(status_path(root))
     try:
-        with fs.open_input_stream(p) as f:
-            return json.loads(f.read())
+        doc = storage.read_json(status_path(root))
     except (FileNotFoundError, ValueError):
         return None
-    except OSError as e:  # some filesystems raise OSError for a missing file
-        if "not found" in str(e).lower() or "no such file" in str(e).lower():
-            return None
-        raise
+    return doc if isinstance(doc, dict) else None
 
 
 def write_status(root: str, doc: dict) -> None:
-    """Record the outcome atomically (a temporary file, then a rename)."""
-    import json
-    import uuid
-
-    from lakehouse.archive.vectors import filesystem
-
-    fs, p = filesystem(status_path(root))
-    fs.create_dir(p.rsplit("/", 1)[0], recursive=True)
-    tmp = f"{p}.{uuid.uuid4().hex[:8]}.tmp"
-    with fs.open_output_stream(tmp) as f:
-        f.write(json.dumps(doc, default=str, sort_keys=True).encode())
-    fs.move(tmp, p)
+    """Record the outcome atomically."""
+    storage.write_text(status_path(root), json.dumps(doc, default=str, sort_keys=True))

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.ipc as ipc
 
-from lakehouse.warehouse import join
+from lakehouse.storage import filesystem, join
 
 NAME = re.compile(r"([0-9]{8})-(-?[1-9][0-9]*|0)")
 """``YYYYMMDD-<cutoff>``: the day zero-padded to 8 digits (years 0001..9999), the cutoff in
@@ -147,19 +147,6 @@ def stale_days(vectors_root: str, want: Encoding, committed: int | None,
         elif enc.key() != want.key():
             out[day] = f"written under {enc.describe()}; the table now has {want.describe()}"
     return out
-
-
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and path for a local path or URI (works on executors too)."""
-    if "://" not in uri:
-        return pafs.LocalFileSystem(), uri
-    scheme = uri.split("://", 1)[0]
-    if scheme in _HADOOP_SCHEMES:  # Hadoop's names for the stores pyarrow knows as s3
-        uri = _HADOOP_SCHEMES[scheme] + uri[len(scheme):]
-    return pafs.FileSystem.from_uri(uri)
-
-
-_HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 
 
 def to_uri(base_uri: str, base_path: str, path: str) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import crashpoints
+from lakehouse import crashpoints, delta_log
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
 from lakehouse.ingest.blocks import (
@@ -49,9 +49,10 @@ from lakehouse.ingest.state import (
 )
 from lakehouse.inputs import Format, detect_format
 from lakehouse.records import first_line
+from lakehouse.storage import join, remove_tree, write_json
 from lakehouse.stream import staged
 from lakehouse.stream.model import DueRejects
-from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version, write_json
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -135,7 +136,7 @@ def continue_numbering(state: IngestState, paths: TablePaths) -> None:
     from lakehouse.stream.store import StreamStore
 
     inserted = max((p.inserts.get(state.app_id, 0) for p in StreamStore(paths).read().producers.values()), default=0)
-    done = max(txn_version(paths.live, state.app_id) or 0, txn_version(paths.rejects, state.app_id) or 0, inserted)
+    done = max(delta_log.txn_version(paths.live, state.app_id) or 0, delta_log.txn_version(paths.rejects, state.app_id) or 0, inserted)
     if state.next_batch <= done and not state.pending:
         log.warning("ingest state of %s is behind the table (last batch %d); numbering continues at %d",
                     state.source, done, done + 1)
@@ -147,7 +148,7 @@ def registered(paths: TablePaths, state: IngestState, batch: Batch) -> bool:
     from lakehouse.stream.store import StreamStore
 
     return (StreamStore(paths).read().seen_by(state.app_id, batch.number) is not None
-            or (txn_version(paths.live, state.app_id) or 0) >= batch.number)
+            or (delta_log.txn_version(paths.live, state.app_id) or 0) >= batch.number)
 
 
 def discard(paths: TablePaths, store: StateStore, state: IngestState, batch: Batch) -> None:
@@ -201,7 +202,7 @@ class BatchRunner:
         staging = join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}")
         manifest_path = os.path.join(staging, "manifest.json")
         # a batch of a run before streams went straight into live with the source's SetTransaction
-        live_done = (txn_version(self.paths.live, app) or 0) >= batch.number
+        live_done = (delta_log.txn_version(self.paths.live, app) or 0) >= batch.number
         replay = self.stream.replay(self.producer, app, batch.number)
         manifest: dict[str, Any] | None = replay.get("manifest") if replay else None
         if manifest is None and os.path.exists(manifest_path):

@@ -39,7 +39,7 @@ from lakehouse.ingest.state import (
 )
 from lakehouse.inputs import detect_format
 from lakehouse.live import check_loadable
-from lakehouse.settings import is_local
+from lakehouse.storage import is_local
 from lakehouse.stream.engine import Stream
 from lakehouse.stream.model import StreamError
 from lakehouse.warehouse import TablePaths

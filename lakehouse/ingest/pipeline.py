@@ -32,7 +32,7 @@ from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, ca
 from lakehouse.ingest.tsort import FileTSort
 from lakehouse.live import check_loadable
 from lakehouse.output import format_timestamp
-from lakehouse.settings import is_local
+from lakehouse.storage import is_local
 from lakehouse.stream.engine import Stream, micros
 from lakehouse.warehouse import TablePaths
 

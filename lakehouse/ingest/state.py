@@ -26,7 +26,8 @@ from typing import Any
 
 from lakehouse.errors import LakehouseError
 from lakehouse.ingest.tsort import T
-from lakehouse.warehouse import TablePaths, join, write_json
+from lakehouse.storage import join, write_json
+from lakehouse.warehouse import TablePaths
 
 STATUSES = ("queued", "ingested", "late", "failed", "discarded")
 """``discarded``: taken by an insert (``load``, a producer's) that was interrupted before the

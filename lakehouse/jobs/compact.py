@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints
 from lakehouse.archive.plan import days_sql
-from lakehouse.commit import SESSION_CONF, Lease, with_retries
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, LakehouseError
-from lakehouse.jobs.files import DataFile, Layout, layout
+from lakehouse.layout import DataFile, Layout, layout
+from lakehouse.lease import Lease
+from lakehouse.spark.commit import SESSION_CONF, with_retries
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ class Compaction:
             if n0 != n1:
                 raise LakehouseError(f"compaction of {self.definition.name}/archive: day {day} holds {n1} rows "
                                      f"after the rewrite, {n0} before; check the table with lakehouse verify")
-        from lakehouse.verify import unsorted_day
+        from lakehouse.quality.verify import unsorted_day
 
         for day in days:
             base = self.paths.archive.rstrip("/")
@@ -346,7 +347,7 @@ def run_optimize(spark_factory: Any, warehouse: str, definition: TableDefinition
     here, or ``lease`` held by the caller)."""
     import contextlib
 
-    from lakehouse.commit import table_lease
+    from lakehouse.lease import table_lease
 
     paths = TablePaths(warehouse, definition.name)
     from lakehouse.live import check_loadable

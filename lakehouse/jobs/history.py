@@ -15,7 +15,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.warehouse import append_records, delta_exists, join, scan
+from lakehouse import delta_log
+from lakehouse.storage import join
 
 UTC = dt.timezone.utc
 OUTCOMES = ("succeeded", "retrying", "failed", "aborted")
@@ -102,13 +103,13 @@ class History:
                                                "host", "pid")},
                "detail": json.dumps(run.detail, default=str, sort_keys=True),
                "recorded": dt.datetime.now(UTC)}
-        append_records(self.path, pa.Table.from_pylist([row], schema=_schema()))
+        delta_log.append_records(self.path, pa.Table.from_pylist([row], schema=_schema()))
 
     def runs(self, table: str | None = None, job: str | None = None) -> list[Run]:
         """Every recorded attempt (of a table, a job), oldest first."""
-        if not delta_exists(self.path):
+        if not delta_log.exists(self.path):
             return []
-        rows = scan(self.path).to_pylist()
+        rows = delta_log.scan(self.path).to_pylist()
         out = []
         for r in rows:
             if table is not None and r["table_name"] != table:

@@ -16,24 +16,27 @@ import contextlib
 import datetime as dt
 import hashlib
 import logging
-import os
 import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from lakehouse.commit import Lease, LeaseHeld, table_lease
 from lakehouse.errors import LakehouseError, is_transient
-from lakehouse.jobs.files import disk_usage
 from lakehouse.jobs.history import History, Run
 from lakehouse.jobs.schedule import JOBS, Decision, decide
+from lakehouse.lease import Lease, LeaseHeld, table_lease
+from lakehouse.settings import env_float
+from lakehouse.storage import disk_usage
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from lakehouse.definitions import TableDefinition
-    from lakehouse.project import Lakehouse
+    from lakehouse.settings import Settings
+    from lakehouse.warehouse import TablePaths
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
@@ -41,11 +44,25 @@ ATTEMPTS = 3
 """Attempts of a job within one round when it fails transiently."""
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
+class Lakehouse(Protocol):
+    """What the jobs need of a project (``lakehouse.project.Lakehouse`` is one)."""
+
+    settings: Settings
+
+    def spark(self) -> SparkSession:
+        """The process's SparkSession (started on first use)."""
+
+    def definitions(self) -> dict[str, TableDefinition]:
+        """Every table definition of the project."""
+
+    def definition(self, table: str) -> TableDefinition:
+        """One table's definition."""
+
+    def paths(self, table: str) -> TablePaths:
+        """Where a table's parts live in the warehouse."""
+
+    def recover_stream(self, table: str) -> bool:
+        """Finish what a crashed stream operation on the table left."""
 
 
 @dataclass
@@ -100,11 +117,11 @@ class Runner:
         self.attempts = max(1, attempts)
         self.history = History(lh.settings.warehouse)
         self.stop = stop or (lambda: False)
-        self.backoff = _env_float("LAKEHOUSE_JOBS_BACKOFF_SECONDS", 5.0)
+        self.backoff = env_float("LAKEHOUSE_JOBS_BACKOFF_SECONDS", 5.0)
         """The pause before the second attempt within a round (doubling after)."""
-        self.lease_wait = _env_float("LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS", 60.0)
+        self.lease_wait = env_float("LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS", 60.0)
         """How long a round waits for another job to free a table's lease."""
-        self.retry_backoff = dt.timedelta(seconds=_env_float("LAKEHOUSE_JOBS_RETRY_SECONDS", 60.0))
+        self.retry_backoff = dt.timedelta(seconds=env_float("LAKEHOUSE_JOBS_RETRY_SECONDS", 60.0))
         """The wait after a failed run before a later round tries again (doubling)."""
 
     # -- deciding -----------------------------------------------------------------------------
@@ -120,12 +137,12 @@ class Runner:
         return [x for d in self._tables(table) for x in self._decide_table(d)]
 
     def _tables(self, table: str | None) -> list["TableDefinition"]:
-        from lakehouse.warehouse import delta_exists
+        from lakehouse import delta_log
 
         if table is not None:
             return [self.lh.definition(table)]
         defs = self.lh.definitions()
-        return [d for _, d in sorted(defs.items()) if delta_exists(self.lh.paths(d.name).live)]
+        return [d for _, d in sorted(defs.items()) if delta_log.exists(self.lh.paths(d.name).live)]
 
     # -- running -----------------------------------------------------------------------------
 
@@ -246,7 +263,7 @@ class Runner:
         wh = self.lh.settings.warehouse
         if job == "archive":
             from lakehouse.archive.job import run_archive
-            from lakehouse.jobs.files import layout
+            from lakehouse.layout import layout
 
             paths = self.lh.paths(d.name)
             f0, b0, _ = layout(paths.archive).totals()

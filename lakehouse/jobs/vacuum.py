@@ -27,12 +27,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.commit import Lease, table_lease
+from lakehouse import delta_log
 from lakehouse.definitions import TableDefinition
 from lakehouse.durations import Duration
-from lakehouse.errors import LakehouseError
-from lakehouse.jobs.files import disk_usage
-from lakehouse.warehouse import TablePaths, delta_exists, join
+from lakehouse.errors import LakehouseError, first_line
+from lakehouse.lease import Lease, table_lease
+from lakehouse.storage import disk_usage, join
+from lakehouse.warehouse import TablePaths
 
 PARTS = ("live", "archive", "rejects")
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*(millisecond|second|minute|hour|day|week)s?\s*$",
@@ -144,31 +145,22 @@ class Vacuum:
         table): removed files whose removal is older than the retention, and untracked files
         older than it (``full``: e.g. a rewrite killed before its commit). The retention is in
         whole hours, rounded up (it keeps at least what was asked); 0 with ``--force``."""
-        from deltalake import DeltaTable
-        from deltalake.transaction import PostCommitHookProperties
-
         path = getattr(self.paths, part)
-        if not delta_exists(path):
+        if not delta_log.exists(path):
             return
         hours = math.ceil(plan.retain_seconds / 3600)
-        table = DeltaTable(path)
         try:
-            files = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False, full=True)
-            base = path.rstrip("/")
-            full = [f if f.startswith("/") or "://" in f else f"{base}/{f}" for f in files]
+            full = delta_log.vacuum(path, hours, dry_run=True)
             plan.files[part] = full
             plan.bytes[part] = sum(_size(f) for f in full)
-            if execute and files:
+            if execute and full:
                 if self.lease is not None:
                     self.lease.check()
-                table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True,
-                             post_commithook_properties=PostCommitHookProperties(
-                                 create_checkpoint=False, cleanup_expired_logs=False))
+                delta_log.vacuum(path, hours, dry_run=False)
         except LakehouseError:
             raise
         except Exception as e:  # noqa: BLE001 - one line naming the table
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise LakehouseError(f"vacuum {self.definition.name}/{part}: {msg}") from None
+            raise LakehouseError(f"vacuum {self.definition.name}/{part}: {first_line(e)}") from None
 
     # -- vector files and staging --------------------------------------------------------------
 
@@ -252,7 +244,7 @@ def _size(path: str) -> int:
 
 
 def _remove(path: str) -> None:
-    from lakehouse.warehouse import remove_tree
+    from lakehouse.storage import remove_tree
 
     remove_tree(path)
 

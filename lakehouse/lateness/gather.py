@@ -31,17 +31,17 @@ def _ident(s: str) -> str:
 
 def arrivals(definition: TableDefinition, paths: TablePaths, since_us: int | None = None) -> Arrivals:
     """The table's rows with event time >= ``since_us`` (all when None), grouped."""
+    from lakehouse import delta_log
     from lakehouse.archive.plan import cutoff_time
     from lakehouse.archive.state import read_snapshot
     from lakehouse.query.duckdb import connect
     from lakehouse.stream import ledger
-    from lakehouse.stream.engine import APP_ID
-    from lakehouse.warehouse import txn_version
+    from lakehouse.stream.ledger import APP_ID
 
     live = read_snapshot(paths.live)  # live first, then the archive: each row is seen once
     archive = read_snapshot(paths.archive)
     assert live is not None and archive is not None
-    committed = txn_version(paths.live, APP_ID) or 0  # read after live's snapshot: covers its releases
+    committed = delta_log.txn_version(paths.live, APP_ID) or 0  # read after live's snapshot: covers its releases
     loads = ledger.read(paths, committed)
     et, load, day = _ident(definition.event_time), _ident(LOAD_COLUMN), _ident(PARTITION_COLUMN)
 
@@ -108,16 +108,15 @@ def cutoff_history(paths: TablePaths) -> tuple[list[int], list[int]]:
 def rejected_late(paths: TablePaths, since_us: int | None = None) -> dict[str, int]:
     """Rows rejected ``late_row`` (behind their producer's bound) per producer, rejected at or
     after ``since_us`` (read with delta-rs: counted, not fetched)."""
-    from lakehouse import rejects
+    from lakehouse import delta_log, rejects
     from lakehouse.errors import TableNotFound
-    from lakehouse.warehouse import delta_exists, open_delta, scan
 
-    if not delta_exists(paths.rejects):
+    if not delta_log.exists(paths.rejects):
         raise TableNotFound(f"table {paths.name!r} has no rejects table; run `lakehouse migrate`")
-    if "producer" not in {f.name for f in open_delta(paths.rejects).schema().fields}:
+    if "producer" not in {f.name for f in delta_log.open_table(paths.rejects).schema().fields}:
         return {}  # a rejects table older than streams: no row was rejected late
     when = "" if since_us is None else f" AND at >= to_timestamp_micros({int(since_us)})"
-    t = scan(paths.rejects, "SELECT coalesce(producer, source) AS producer, count(*) AS n FROM t "
+    t = delta_log.scan(paths.rejects, "SELECT coalesce(producer, source) AS producer, count(*) AS n FROM t "
                             f"WHERE reason = '{rejects.LATE_ROW}'{when} GROUP BY 1")
     return {str(r["producer"]): int(r["n"]) for r in t.to_pylist()}
 
@@ -125,12 +124,12 @@ def rejected_late(paths: TablePaths, since_us: int | None = None) -> dict[str, i
 def profile(definition: TableDefinition, paths: TablePaths, fraction: float, days: int | None = None,
             now: dt.datetime | None = None) -> Any:
     """The lateness profile (``lakehouse.lateness.core.Profile``) of one table."""
+    from lakehouse import delta_log
     from lakehouse.errors import TableNotFound
     from lakehouse.lateness.core import profile as build
     from lakehouse.stream.engine import micros
-    from lakehouse.warehouse import delta_exists
 
-    if not (delta_exists(paths.live) and delta_exists(paths.archive)):
+    if not (delta_log.exists(paths.live) and delta_log.exists(paths.archive)):
         raise TableNotFound(f"table {definition.name!r} is not created in the warehouse yet; run `lakehouse migrate`")
     now_us = micros(now or dt.datetime.now(UTC))
     since_us = None if days is None else now_us - int(days) * 86_400 * 1_000_000

@@ -3,7 +3,7 @@
 A run pins the table's snapshots (live first, as queries do), builds the rows of its scope
 (``all``: the split view, each row once; ``live`` or ``archive``: that table), runs the row
 invariants (quality.invariants) and the archive's file checks (sorted days, vector files; from
-lakehouse.verify), then the ``quality:`` expectations through Great Expectations, and appends
+lakehouse.quality.verify), then the ``quality:`` expectations through Great Expectations, and appends
 every result to ``<warehouse>/_quality/results`` (``check --history``).
 
 ``gate`` is the same on the staged day batches of an archive run, before its commit
@@ -18,19 +18,20 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakehouse import delta_log
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError, QualityGateFailed
 from lakehouse.quality import gx
 from lakehouse.quality.invariants import count_sql, row_invariants
 from lakehouse.quality.model import CheckResult
-from lakehouse.warehouse import append_records, delta_exists, join, scan
+from lakehouse.storage import join
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakehouse.quality.verify import Check
     from lakehouse.query import TableSource
     from lakehouse.query.split import Split
-    from lakehouse.verify import Check
 
 UTC = dt.timezone.utc
 SCOPES = ("all", "live", "archive")
@@ -118,7 +119,7 @@ def _views(spark: "SparkSession", source: "TableSource", split: "Split", scope: 
 def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str = "all",
         day: dt.date | None = None, docs: bool = True, trigger: str = "check") -> Report:
     """Every check of one table in ``scope`` (and on ``day``), recorded; see the module doc."""
-    from lakehouse.verify import Verifier
+    from lakehouse.quality.verify import Verifier
 
     if scope not in SCOPES:
         raise LakehouseError(f"check {source.name}: --scope must be one of {', '.join(SCOPES)}, got {scope!r}")
@@ -212,16 +213,16 @@ def record(warehouse: str, report: Report, trigger: str) -> None:
              "archive_version": report.versions.get("archive_version"), "cutoff": report.versions.get("cutoff")}
             for c in report.checks]
     if rows:
-        append_records(results_path(warehouse), pa.Table.from_pylist(rows, schema=_schema()))
+        delta_log.append_records(results_path(warehouse), pa.Table.from_pylist(rows, schema=_schema()))
 
 
 def history(warehouse: str, table: str, check: str | None = None) -> list[dict[str, Any]]:
     """Every recorded result of ``table`` (one check's), oldest first."""
     path = results_path(warehouse)
-    if not delta_exists(path):
+    if not delta_log.exists(path):
         return []
     out = []
-    for r in scan(path).to_pylist():
+    for r in delta_log.scan(path).to_pylist():
         if r["table_name"] != table or (check is not None and r["check"] != check):
             continue
         r["observed"] = json.loads(r["observed"] or "null")

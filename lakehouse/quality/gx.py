@@ -30,7 +30,7 @@ SAMPLE = 5
 def quality_root(warehouse: str) -> str:
     """GE's project and Data Docs: in the warehouse when it is a local folder; for an object
     store, in a local folder per warehouse (GE's file project needs a local path)."""
-    from lakehouse.settings import is_local
+    from lakehouse.storage import is_local
 
     if is_local(warehouse):
         return os.path.join(warehouse, "_quality")

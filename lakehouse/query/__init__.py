@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lakehouse import delta_log
 from lakehouse.definitions import TableDefinition
-from lakehouse.warehouse import TablePaths, delta_exists
+from lakehouse.warehouse import TablePaths
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,6 @@ def sources(warehouse: str, definitions: dict[str, TableDefinition]) -> list[Tab
     out = []
     for name in sorted(definitions):
         p = TablePaths(warehouse, name)
-        if delta_exists(p.live) and delta_exists(p.archive):
+        if delta_log.exists(p.live) and delta_log.exists(p.archive):
             out.append(TableSource(definitions[name], p))
     return out

@@ -26,29 +26,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lakehouse import delta_log
 from lakehouse.archive.state import CUTOFF_APP_ID, Snapshot
+from lakehouse.delta_log import Commit
 from lakehouse.errors import QueryError
 from lakehouse.query import TableSource
 from lakehouse.query.split import Split
+from lakehouse.times import format_timestamp, millis
 
 UTC = dt.timezone.utc
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.[^/]*)?\.(parquet|json)$")  # classic, multi-part, v2
 _VERSION = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _SCAN_LIMIT = 50
 """How many later versions the vacuum error looks at for the next readable one."""
-
-
-@dataclass(frozen=True)
-class Commit:
-    """A readable version of a Delta table and its commit timestamp (milliseconds)."""
-
-    version: int
-    ms: int
-
-    @property
-    def at(self) -> dt.datetime:
-        return dt.datetime.fromtimestamp(self.ms / 1000, UTC).replace(microsecond=(self.ms % 1000) * 1000)
 
 
 @dataclass(frozen=True)
@@ -91,38 +80,6 @@ def parse(value: Any) -> int | dt.datetime:
                          "(e.g. 2026-11-20T10:15:00Z; UTC without an offset)") from None
 
 
-def commits(path: str) -> list[Commit]:
-    """The versions of a Delta table its log can still rebuild, oldest first, with Delta's commit
-    timestamps (commit file modification times, made strictly increasing)."""
-    import pyarrow.fs as pafs
-
-    from lakehouse.archive.vectors import filesystem
-    from lakehouse.warehouse import join
-
-    fs, root = filesystem(join(path, "_delta_log"))
-    found: dict[int, int] = {}
-    checkpoints = []
-    for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
-        if info.type != pafs.FileType.File:
-            continue
-        m = _COMMIT.match(info.base_name)
-        if m and info.mtime_ns is not None:
-            found[int(m.group(1))] = info.mtime_ns // 1_000_000
-        m = _CHECKPOINT.match(info.base_name)
-        if m:
-            checkpoints.append(int(m.group(1)))
-    out, prev = [], None
-    for v in sorted(found):
-        ms = found[v] if prev is None or found[v] > prev else prev + 1
-        out.append(Commit(v, ms))
-        prev = ms
-    # Without commit 0 the log starts at its oldest checkpoint (older commits were cleaned up).
-    start = 0 if 0 in found else min(checkpoints, default=None)
-    if start is None:
-        return []
-    return [c for c in out if c.version >= start]
-
-
 def resolve(tables: list[TableSource], sql: str, value: Any, now: dt.datetime | None = None) -> AsOf:
     """Pin the split view of every table ``sql`` reads at the moment ``value`` names."""
     from lakehouse.query import guard
@@ -147,7 +104,7 @@ def resolve(tables: list[TableSource], sql: str, value: Any, now: dt.datetime | 
             raise QueryError(f"--as-of {target}: a version number is one table's archive version, and this query "
                              f"{what}: give a timestamp instead (e.g. --as-of {_fmt(now)})")
         t = read[0]
-        archive = commits(t.paths.archive)
+        archive = delta_log.commits(t.paths.archive)
         at = next((c for c in archive if c.version == target), None)
         if at is None:
             raise QueryError(f"{t.name}: archive version {target} "
@@ -161,8 +118,8 @@ def resolve(tables: list[TableSource], sql: str, value: Any, now: dt.datetime | 
 
 
 def _pin(t: TableSource, moment: dt.datetime, archive_version: int | None = None) -> Split:
-    live_c, arch_c = commits(t.paths.live), commits(t.paths.archive)
-    limit = _ms(moment)
+    live_c, arch_c = delta_log.commits(t.paths.live), delta_log.commits(t.paths.archive)
+    limit = millis(moment)
     live = _last(live_c, limit)
     archive = (next(c for c in arch_c if c.version == archive_version) if archive_version is not None
                else _last(arch_c, limit))
@@ -184,7 +141,7 @@ def _load(t: TableSource, part: str, path: str, commit: Commit, history: list[Co
           moment: dt.datetime) -> tuple[Snapshot, frozenset[str]]:
     """The snapshot at a version (cutoff included) and the visible columns it lacks; a clear
     error when its data files were vacuumed."""
-    table, missing = _open(path, commit.version)
+    table, missing = delta_log.missing_files(path, commit.version)
     if table is None:
         raise QueryError(f"{t.name}: {part} version {commit.version} cannot be read ({missing[0]}); "
                          f"{_span(part, history)}")
@@ -202,35 +159,9 @@ def _load(t: TableSource, part: str, path: str, commit: Commit, history: list[Co
     return Snapshot(commit.version, None if v is None else int(v)), absent
 
 
-def _open(path: str, version: int) -> tuple[Any, list[str]]:
-    """(delta-rs table at ``version``, its data files that are missing); (None, [why]) when the
-    log cannot rebuild that version."""
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-    from deltalake import DeltaTable
-
-    from lakehouse.archive.vectors import filesystem
-
-    try:
-        table = DeltaTable(path, version=version)
-    except Exception as e:  # noqa: BLE001 - delta-rs raises several kinds; one line names it
-        return None, [str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__]
-    rel = pa.table(table.get_add_actions(flatten=False)).column("path").to_pylist()
-    fs, root = filesystem(path)
-    inside = [p for p in rel if "://" not in p]  # relative paths, as Delta writes them
-    infos = fs.get_file_info([p if p.startswith("/") else f"{root.rstrip('/')}/{p}" for p in inside])
-    missing = [p for p, i in zip(inside, infos, strict=True) if i.type == pafs.FileType.NotFound]
-    for p in rel:  # absolute URIs (shallow clones): rare, one look-up each
-        if "://" in p:
-            other, where = filesystem(p)
-            if other.get_file_info(where).type == pafs.FileType.NotFound:
-                missing.append(p)
-    return table, missing
-
-
 def _next_readable(path: str, commit: Commit, history: list[Commit]) -> Commit | None:
     for c in [h for h in history if h.version > commit.version][:_SCAN_LIMIT]:
-        table, missing = _open(path, c.version)
+        table, missing = delta_log.missing_files(path, c.version)
         if table is not None and not missing:
             return c
     return None
@@ -253,13 +184,5 @@ def _span(part: str, history: list[Commit]) -> str:
     return f"{part} versions {a.version}..{b.version} exist ({_fmt(a.at)} .. {_fmt(b.at)})"
 
 
-def _ms(t: dt.datetime) -> int:
-    """An instant in whole milliseconds since the epoch, rounded down."""
-    delta = t.astimezone(UTC) - dt.datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
-
-
 def _fmt(t: dt.datetime) -> str:
-    from lakehouse.output import format_timestamp
-
     return format_timestamp(t)

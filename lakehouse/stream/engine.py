@@ -28,13 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakehouse import crashpoints
-from lakehouse.commit import SESSION_CONF, Lease, with_retries
+from lakehouse import crashpoints, delta_log
 from lakehouse.definitions import LOAD_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.ingest.blocks import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
+from lakehouse.lease import Lease
 from lakehouse.live import SEQ_COLUMN, commit_live
+from lakehouse.spark.commit import SESSION_CONF, with_retries
+from lakehouse.storage import join, remove_tree
 from lakehouse.stream import ledger, staged
+from lakehouse.stream.ledger import APP_ID
 from lakehouse.stream.model import (
     DueRejects,
     Event,
@@ -45,15 +48,13 @@ from lakehouse.stream.model import (
     fmt,
 )
 from lakehouse.stream.store import StreamStore
-from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
-APP_ID = "lakehouse.stream"
-"""The SetTransaction app id of release commits into live (version: the release number)."""
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -268,7 +269,7 @@ class Stream:
             self._cleanup(state)
 
     def _finish_pending(self, state: StreamState, lease: Lease) -> None:
-        done = txn_version(self.paths.live, APP_ID) or 0
+        done = delta_log.txn_version(self.paths.live, APP_ID) or 0
         rel = state.pending
         if rel is not None:
             if done < rel.seq:
@@ -384,7 +385,7 @@ def describe(store: StreamStore, definition: TableDefinition, paths: TablePaths,
     """The stream's state as of ``now`` (read only: expiry and a committed pending release are
     applied to a copy)."""
     state = store.read()
-    if state.pending is not None and (txn_version(paths.live, APP_ID) or 0) >= state.pending.seq:
+    if state.pending is not None and (delta_log.txn_version(paths.live, APP_ID) or 0) >= state.pending.seq:
         state.apply_release(state.pending)
     state.expire(now)
     holders = {p.name for p in state.holders(now)}

@@ -28,12 +28,15 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.warehouse import TablePaths, join
+from lakehouse.storage import join
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 LEDGER_FILE = "loads.jsonl"
+APP_ID = "lakehouse.stream"
+"""The SetTransaction app id of release commits into live (version: the release number)."""
 
 
 def ledger_path(paths: TablePaths) -> str:
@@ -62,10 +65,9 @@ def releases(paths: TablePaths, committed: int | None = None) -> dict[int, dict[
     """The recorded releases live has committed (release number -> line; the last line of a
     number wins). ``committed``: the stream's SetTransaction version in live (read when None)."""
     if committed is None:
-        from lakehouse.stream.engine import APP_ID
-        from lakehouse.warehouse import txn_version
+        from lakehouse import delta_log
 
-        committed = txn_version(paths.live, APP_ID) or 0
+        committed = delta_log.txn_version(paths.live, APP_ID) or 0
     out: dict[int, dict[str, Any]] = {}
     try:
         with open(ledger_path(paths), encoding="utf-8") as f:

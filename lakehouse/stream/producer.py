@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.errors import InputError
 from lakehouse.ingest.state import inbox_folder, producer_source
+from lakehouse.storage import join
 from lakehouse.stream.engine import Stream, micros
-from lakehouse.warehouse import TablePaths, join
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

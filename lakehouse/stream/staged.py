@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakehouse import rejects
-from lakehouse.commit import with_retries
+from lakehouse import delta_log, rejects
 from lakehouse.definitions import TableDefinition
 from lakehouse.ingest.blocks import (
     FILE_COLUMN,
@@ -29,8 +28,10 @@ from lakehouse.ingest.blocks import (
     REASON_COLUMN,
     REJECT,
 )
+from lakehouse.spark.commit import with_retries
+from lakehouse.storage import join
 from lakehouse.stream.model import DueRejects
-from lakehouse.warehouse import TablePaths, join, txn_version
+from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -80,7 +81,7 @@ def has_rejects(data: dict[str, Any], late: int) -> bool:
 def commit_rejects(spark_factory: Callable[[], "SparkSession"], definition: TableDefinition, paths: TablePaths,
                    due: DueRejects) -> bool:
     """Commit an insert's rejects (False: the table held them already; Spark is not started)."""
-    if (txn_version(paths.rejects, due.origin) or 0) >= due.number:
+    if (delta_log.txn_version(paths.rejects, due.origin) or 0) >= due.number:
         return False
     spark = spark_factory()
     frames = _frames(spark, definition, due)

@@ -3,7 +3,7 @@
 - ``state.json``: the ``StreamState`` (B, producers, staged segments, a pending release),
   replaced atomically (temp file, fsync, rename).
 - ``events.jsonl``: attach, detach, bound, expiry, insert and release events, appended.
-- ``lock/``: a lease (``lakehouse.commit.Lease``) taken for every change of the state, so
+- ``lock/``: a lease (``lakehouse.lease.Lease``) taken for every change of the state, so
   producers in several processes, and on several machines sharing the warehouse, change it one
   at a time; a holder killed on this machine frees it at once, elsewhere at its expiry.
 
@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from lakehouse.commit import Lease, LeaseHeld
 from lakehouse.errors import LakehouseError
+from lakehouse.lease import Lease, LeaseHeld
+from lakehouse.storage import join, write_json
 from lakehouse.stream.model import Event, StreamState
-from lakehouse.warehouse import TablePaths, join, write_json
+from lakehouse.warehouse import TablePaths
 
 LOCK_WAIT = 600.0
 """Seconds a stream operation waits for another to finish with the state (releases commit)."""

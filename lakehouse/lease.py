@@ -1,9 +1,16 @@
-"""Committing to Delta tables safely: bounded retries of optimistic-concurrency conflicts and
-SetTransaction idempotence (a commit replayed after a crash is skipped by a table that already
-holds it).
+"""Leases: one holder at a time of something in the warehouse, across processes and hosts.
 
-The one home of these helpers: loads, ingest batches, archiving runs and migrations all commit
-through them.
+A lease is a folder of generation files ``<n>.json`` (holder id, host, pid, expiry); the current
+lease is the highest generation. Taking a lease creates the next generation with
+O_CREAT|O_EXCL, which exactly one process wins; a free (released or expired) lease is taken the
+same way, so a crashed holder blocks others only until its expiry (at once on its own machine,
+where its pid is seen gone). The holder renews by rewriting its own generation file while it
+runs, and checks before each irreversible step that no newer generation exists. It works where
+``flock`` means nothing (a shared or network filesystem); on one host an OS lock
+(:func:`file_lock`, freed even on SIGKILL) stands in front of it.
+
+The one home of waiting for a lease (:func:`within`), of the table's lease (one job per table
+at a time: archive, compaction, VACUUM) and of OS file locks.
 """
 
 from __future__ import annotations
@@ -12,106 +19,24 @@ import contextlib
 import json
 import logging
 import os
-import random
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 
-from lakehouse.errors import CommitConflict, TransientError
+from lakehouse import storage
+from lakehouse.errors import TransientError
+from lakehouse.settings import env_flag, env_float
+from lakehouse.times import iso_seconds
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from lakehouse.warehouse import TablePaths
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-MAX_ATTEMPTS = 8
-
-
-def is_conflict(e: BaseException) -> bool:
-    """True for Delta's optimistic-concurrency conflicts, which a retry can resolve."""
-    try:
-        from delta.exceptions import (
-            ConcurrentAppendException,
-            ConcurrentDeleteDeleteException,
-            ConcurrentDeleteReadException,
-            ConcurrentTransactionException,
-            ConcurrentWriteException,
-            MetadataChangedException,
-            ProtocolChangedException,
-        )
-
-        kinds: tuple[type[BaseException], ...] = (
-            ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
-            ConcurrentTransactionException, ConcurrentWriteException, MetadataChangedException,
-            ProtocolChangedException,
-        )
-        if isinstance(e, kinds):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    text = f"{type(e).__name__} {e}"
-    return "DELTA_CONCURRENT" in text or "ConcurrentAppendException" in text or "DELTA_METADATA_CHANGED" in text
-
-
-def with_retries(what: str, fn: Callable[[], T], attempts: int = MAX_ATTEMPTS) -> tuple[T, int]:
-    """Run a Delta commit, retrying conflicts with jittered backoff; (result, attempts used)."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn(), attempt
-        except Exception as e:
-            if not is_conflict(e):
-                raise
-            if attempt == attempts:
-                raise CommitConflict(
-                    f"{what}: still conflicting with concurrent writers after {attempts} attempts: "
-                    f"{str(e).splitlines()[0]}"
-                ) from None
-            pause = min(5.0, 0.2 * 2 ** (attempt - 1)) * (0.5 + random.random())
-            log.warning("%s: conflict with a concurrent commit (attempt %d/%d), retrying in %.1fs",
-                        what, attempt, attempts, pause)
-            time.sleep(pause)
-    raise AssertionError("unreachable")
-
-
-SESSION_CONF = threading.RLock()
-"""Held while a commit relies on session-wide Spark settings (SetTransaction, commit metadata):
-threads of one process (two producers of an application) commit one at a time."""
-
-
-@contextlib.contextmanager
-def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[None]:
-    """Make the Delta writes inside (MERGE, append) record the SetTransaction ``txn`` = (app id,
-    version) in their commit; Delta skips such a write when the table already holds that
-    version for the app id (a batch replayed after a crash is not applied twice)."""
-    if txn is None:
-        yield
-        return
-    with SESSION_CONF:
-        spark.conf.set("spark.databricks.delta.write.txnAppId", txn[0])
-        spark.conf.set("spark.databricks.delta.write.txnVersion", str(txn[1]))
-        try:
-            yield
-        finally:
-            spark.conf.unset("spark.databricks.delta.write.txnAppId")
-            spark.conf.unset("spark.databricks.delta.write.txnVersion")
-
-
-# -- the per-table lease ------------------------------------------------------------------------
-#
-# One archiving run per table at a time, also across hosts and where ``flock`` means nothing (a
-# shared or network filesystem): a lease recorded in the warehouse. A lease is a folder of
-# generation files ``<n>.json`` (holder id, host, pid, expiry); the current lease is the highest
-# generation. Taking a lease creates the next generation with O_CREAT|O_EXCL, which exactly one
-# process wins; a free (released or expired) lease is taken the same way, so a crashed holder
-# blocks others only until its expiry (at once on its own machine, where its pid is seen gone).
-# The holder renews by rewriting its own generation file while it runs, and checks before each
-# irreversible step that no newer generation exists.
 
 LEASE_TTL_SECONDS = 120.0
 """How long a lease lasts without renewal (a crashed holder blocks others this long at most)."""
@@ -127,6 +52,8 @@ class LeaseLost(TransientError):
 
 @dataclass(frozen=True)
 class LeaseInfo:
+    """One generation file of a lease: who holds it, where, until when."""
+
     generation: int
     holder: str
     host: str
@@ -138,6 +65,7 @@ class LeaseInfo:
     """Boot id and pid namespace of the holder: where its pid means something."""
 
     def as_dict(self) -> dict[str, object]:
+        """The lease as shown to people and in JSON output."""
         return {"generation": self.generation, "holder": self.holder, "host": self.host, "pid": self.pid,
                 "expires": self.expires, "purpose": self.purpose}
 
@@ -158,6 +86,7 @@ def _node() -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Whether a process of this machine with that pid exists."""
     if pid <= 0:
         return True
     try:
@@ -170,10 +99,8 @@ def _alive(pid: int) -> bool:
 
 
 def _lease_generations(folder: str) -> list[int]:
-    try:
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return []
+    """The generation numbers present in a lease folder, in order."""
+    names = storage.list_names(folder)
     return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
 
 
@@ -181,8 +108,7 @@ def read_lease(folder: str) -> LeaseInfo | None:
     """The current (highest generation) lease of a lease folder, or None."""
     for gen in reversed(_lease_generations(folder)):
         try:
-            with open(os.path.join(folder, f"{gen}.json")) as f:
-                d = json.load(f)
+            d = storage.read_json(os.path.join(folder, f"{gen}.json"))
         except FileNotFoundError:
             continue
         except ValueError:  # being written by O_EXCL create right now: treat as held
@@ -211,11 +137,13 @@ class Lease:
         self._lock = threading.Lock()
 
     def _body(self, expires: float) -> bytes:
+        """This holder's generation file, expiring at ``expires``."""
         return json.dumps({"holder": self.holder, "host": socket.gethostname(), "pid": os.getpid(),
                             "expires": expires, "purpose": self.purpose, "node": _node()}).encode()
 
     def acquire(self) -> Lease:
-        os.makedirs(self.folder, exist_ok=True)
+        """Take the lease (the next generation) or raise ``LeaseHeld`` naming its holder."""
+        storage.make_dirs(self.folder)
         for _ in range(20):
             cur = read_lease(self.folder)
             now = time.time()
@@ -223,19 +151,11 @@ class Lease:
                 raise LeaseHeld(
                     f"{self.what}: held by {cur.host} pid {cur.pid} (holder {cur.holder[:8]}"
                     f"{', running ' + cur.purpose if cur.purpose else ''}) until "
-                    f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(cur.expires))}; wait for it to finish "
+                    f"{iso_seconds(cur.expires)}; wait for it to finish "
                     f"(a crashed holder's lease expires by itself; lease files in {self.folder})")
             gen = 1 if cur is None else cur.generation + 1
-            path = os.path.join(self.folder, f"{gen}.json")
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
+            if not storage.create_exclusive(os.path.join(self.folder, f"{gen}.json"), self._body(now + self.ttl)):
                 continue  # someone else took this generation first: look again
-            try:
-                os.write(fd, self._body(now + self.ttl))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
             self.generation = gen
             self._prune(gen)
             self._thread = threading.Thread(target=self._renew_loop, name="lease-renew", daemon=True)
@@ -244,22 +164,15 @@ class Lease:
         raise LeaseHeld(f"{self.what}: could not take the lease in {self.folder} (too much contention)")
 
     def _prune(self, gen: int) -> None:
+        """Delete the generation files older than the one before ``gen``."""
         for g in _lease_generations(self.folder):
             if g < gen - 1:
-                try:
-                    os.remove(os.path.join(self.folder, f"{g}.json"))
-                except FileNotFoundError:
-                    pass
+                storage.delete(os.path.join(self.folder, f"{g}.json"))
 
     def _write_own(self, expires: float) -> None:
         """Rewrite this holder's generation file atomically (temp file, then rename)."""
         assert self.generation is not None
-        tmp = os.path.join(self.folder, f".{self.generation}.{self.holder}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(self._body(expires))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(self.folder, f"{self.generation}.json"))
+        storage.write_bytes(os.path.join(self.folder, f"{self.generation}.json"), self._body(expires))
 
     def check(self) -> None:
         """Raise ``LeaseLost`` unless this process still holds the lease, with time to spare."""
@@ -277,6 +190,7 @@ class Lease:
                 self._write_own(time.time() + self.ttl)
 
     def _renew_loop(self) -> None:
+        """Renew the lease every third of its time to live until released or lost."""
         while not self._stop.wait(self.ttl / 3):
             try:
                 self.check()
@@ -290,6 +204,7 @@ class Lease:
                 self._write_own(time.time() + self.ttl)
 
     def release(self) -> None:
+        """Stop renewing and mark the lease free for the next taker at once."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -305,22 +220,46 @@ class Lease:
         self.release()
 
 
+def within(take: Callable[[], T], wait: float, what: str, pause: float = 0.05, max_pause: float = 1.0,
+           stop: Callable[[], bool] = lambda: False) -> T:
+    """``take()`` until it stops raising ``LeaseHeld``, for at most ``wait`` seconds (pauses grow
+    from ``pause`` to ``max_pause``; ``stop()`` ends the wait early). The last ``LeaseHeld``
+    propagates when the time is up."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return take()
+        except LeaseHeld:
+            left = deadline - time.monotonic()
+            if left <= 0 or stop():
+                raise
+            log.info("%s: held by another process; waiting %.1fs", what, min(pause, left))
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, max_pause)
+
+
+@contextlib.contextmanager
+def file_lock(path: str, busy: Callable[[], str], wait: float = 0.0) -> Iterator[IO[str]]:
+    """An exclusive OS lock (``flock``) on the local file ``path``, freed when the holder exits,
+    even by SIGKILL; waits up to ``wait`` seconds for another holder, then raises ``LeaseHeld``
+    with the message ``busy()``."""
+    import fcntl
+
+    with open(path, "a+") as f:
+        def take() -> None:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LeaseHeld(busy()) from None
+
+        within(take, wait, path, pause=0.2, max_pause=0.2)
+        try:
+            yield f
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 # -- the table's lease: one job per table at a time ----------------------------------------------
-
-def _flock_enabled() -> bool:
-    return os.environ.get("LAKEHOUSE_ARCHIVE_FLOCK", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def local_path(uri: str) -> str | None:
-    """The local filesystem path of a warehouse location, or None for an object store."""
-    from lakehouse.settings import is_local
-
-    if is_local(uri):
-        return uri
-    if uri.startswith("file://"):
-        return uri[len("file://"):]
-    return None
-
 
 @contextlib.contextmanager
 def table_lease(paths: "TablePaths", purpose: str) -> Iterator[Lease | None]:
@@ -328,28 +267,23 @@ def table_lease(paths: "TablePaths", purpose: str) -> Iterator[Lease | None]:
     (released even on SIGKILL; ``LAKEHOUSE_ARCHIVE_FLOCK=0`` turns it off) and the table's lease
     in the warehouse (across hosts and where flock means nothing), renewed while the job lasts.
     Raises ``LeaseHeld`` naming the holder and what it runs."""
-    import fcntl
-
-    local = local_path(paths.root)
+    local = storage.local_path(paths.root)
     if local is None:
         log.warning("%s %s: the warehouse is not a local path; no lease (run one job per table)", purpose, paths.name)
         yield None  # object stores: the scheduler runs one job per table; Delta's conflict checks back it up
         return
     state = os.path.join(local, "_state")
-    os.makedirs(state, exist_ok=True)
+    storage.make_dirs(state)
     what = f"{purpose} {paths.name}: the table's lease"
     with contextlib.ExitStack() as stack:
-        if _flock_enabled():
-            f = stack.enter_context(open(os.path.join(state, "table.lock"), "a+"))
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+        if env_flag("LAKEHOUSE_ARCHIVE_FLOCK", True):
+            def busy() -> str:
                 cur = read_lease(os.path.join(state, "table.lease"))
                 doing = f" ({cur.purpose}, pid {cur.pid})" if cur is not None and cur.purpose else ""
-                raise LeaseHeld(f"{what}: another job on this host holds {state}/table.lock{doing}; "
-                                "wait for it") from None
-            stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
-        ttl = float(os.environ.get("LAKEHOUSE_ARCHIVE_LEASE_SECONDS", str(LEASE_TTL_SECONDS)))
+                return f"{what}: another job on this host holds {state}/table.lock{doing}; wait for it"
+
+            stack.enter_context(file_lock(os.path.join(state, "table.lock"), busy))
+        ttl = env_float("LAKEHOUSE_ARCHIVE_LEASE_SECONDS", LEASE_TTL_SECONDS)
         lease = Lease(os.path.join(state, "table.lease"), what, ttl=ttl, purpose=purpose)
         stack.enter_context(lease)
         yield lease

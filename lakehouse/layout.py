@@ -7,12 +7,14 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from lakehouse import delta_log
 from lakehouse.definitions import PARTITION_COLUMN
-from lakehouse.warehouse import delta_exists
 
 
 @dataclass(frozen=True)
 class DataFile:
+    """One data file of a Delta table: its path (as the log names it), bytes, rows and day."""
+
     path: str
     size: int
     rows: int
@@ -27,6 +29,7 @@ class Layout:
     files: tuple[DataFile, ...] = ()
 
     def by_day(self) -> dict[dt.date, list[DataFile]]:
+        """The files of each day, days and files in order."""
         out: dict[dt.date, list[DataFile]] = {}
         for f in self.files:
             if f.day is not None:
@@ -41,13 +44,10 @@ class Layout:
 
 def layout(path: str, version: int | None = None) -> Layout:
     """The data files of the Delta table at ``path`` (latest or a given version)."""
-    if not delta_exists(path):
+    if not delta_log.exists(path):
         return Layout(None)
-    import pyarrow as pa
-    from deltalake import DeltaTable
-
-    table = DeltaTable(path, version=version)
-    actions = pa.table(table.get_add_actions(flatten=True))
+    table = delta_log.open_table(path, version)
+    actions = delta_log.add_actions(path, int(table.version()))
     v = int(table.version())
     if actions.num_rows == 0:
         return Layout(v)
@@ -59,17 +59,3 @@ def layout(path: str, version: int | None = None) -> Layout:
         for p, s, n, d in zip(cols["path"], cols["size_bytes"], cols["num_records"], days)
     )
     return Layout(v, files)
-
-
-def disk_usage(root: str) -> tuple[int, int]:
-    """(files, bytes) under a local folder (0, 0 when absent)."""
-    import contextlib
-    import os
-
-    files = size = 0
-    for folder, _, names in os.walk(root):
-        for n in names:
-            with contextlib.suppress(OSError):
-                size += os.path.getsize(os.path.join(folder, n))
-                files += 1
-    return files, size

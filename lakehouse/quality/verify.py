@@ -159,15 +159,13 @@ class Verifier:
     # -- archive files ---------------------------------------------------------------------------
 
     def _day_files(self) -> tuple[dict[dt.date, list[str]], int | None]:
-        from deltalake import DeltaTable
+        from lakehouse import delta_log
 
         snap = self.archive
-        table = DeltaTable(self.source.paths.archive, version=snap.version)
-        actions = pa.table(table.get_add_actions(flatten=True))
+        actions = delta_log.add_actions(self.source.paths.archive, snap.version)
         out: dict[dt.date, list[str]] = {}
-        base = self.source.paths.archive.rstrip("/")
         for row in actions.select(["path", f"partition.{PARTITION_COLUMN}"]).to_pylist():
-            path = row["path"] if row["path"].startswith("/") or "://" in row["path"] else f"{base}/{row['path']}"
+            path = delta_log.file_uri(self.source.paths.archive, row["path"])
             day = row[f"partition.{PARTITION_COLUMN}"]
             if self.days is None or day in self.days:
                 out.setdefault(day, []).append(path)
@@ -211,7 +209,7 @@ class Verifier:
         from one run of a day to the next. Rows of cutoffs the ledger does not hold yet (a run
         under way, or a crash before its ledger write) are read from the archive commits."""
         from lakehouse.archive import ledger, ledger_table
-        from lakehouse.jobs.files import layout
+        from lakehouse.layout import layout
 
         d, paths, snap = self.d, self.source.paths, self.archive
         name = "archive days match the ledger"

@@ -1,0 +1,277 @@
+"""Delta tables without Spark, through delta-rs (deltalake): the one module that reads Delta's log.
+
+What a table holds and held: whether it exists, its versions and their commit timestamps, the
+SetTransactions committed at a version or by each commit, its data files (add actions), its
+history; small SQL scans with delta-rs's own engine; and the few writes lakehouse makes without
+Spark (appends to its small bookkeeping tables, VACUUM).
+
+Data is never read through ``DeltaTable.to_pyarrow_dataset()``: a pyarrow dataset scan over
+delta-rs's filesystem leaves threads behind that abort the interpreter at exit ("terminate
+called without an active exception", delta-io/delta-rs#2184) in about half of all runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.errors import first_line
+from lakehouse.storage import filesystem, is_local, join
+from lakehouse.times import from_millis
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.[^/]*)?\.(parquet|json)$")  # classic, multi-part, v2
+
+
+def exists(path: str) -> bool:
+    """True when ``path`` holds a Delta table."""
+    if is_local(path):
+        log = os.path.join(path, "_delta_log")
+        if os.path.isfile(os.path.join(log, "_last_checkpoint")):  # no need to list a long log
+            return True
+        try:
+            with os.scandir(log) as entries:  # stops at the first commit file
+                return any(e.name.endswith(".json") for e in entries)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+    from deltalake import DeltaTable
+
+    return bool(DeltaTable.is_deltatable(path))
+
+
+def open_table(path: str, version: int | None = None, without_files: bool = False) -> DeltaTable:
+    """A delta-rs handle on a Delta table, at its latest or a given version."""
+    from deltalake import DeltaTable
+
+    if version is None:
+        return DeltaTable(path, without_files=without_files)
+    return DeltaTable(path, version=version, without_files=without_files)
+
+
+def version(path: str) -> int | None:
+    """The latest version of a Delta table (None when there is no table)."""
+    if not exists(path):
+        return None
+    return int(open_table(path, without_files=True).version())
+
+
+def column_names(path: str) -> set[str]:
+    """The columns of a Delta table's current schema."""
+    return {f.name for f in open_table(path, without_files=True).schema().fields}
+
+
+def txn_version(path: str, app_id: str, version: int | None = None) -> int | None:
+    """The SetTransaction version of ``app_id`` in a Delta table, at its latest or a given
+    version (None when the table or the app id's transaction is absent)."""
+    if not exists(path):
+        return None
+    v = open_table(path, version, without_files=True).transaction_version(app_id)
+    return None if v is None else int(v)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A Delta table version and the SetTransaction version of one app id committed at it."""
+
+    version: int
+    txn: int | None
+
+
+def snapshot(path: str, app_id: str, version: int | None = None) -> Snapshot | None:
+    """The latest (or a given) version of a Delta table and ``app_id``'s transaction version
+    there; None when there is no table."""
+    if not exists(path):
+        return None
+    table = open_table(path, version, without_files=True)
+    v = table.transaction_version(app_id)
+    return Snapshot(int(table.version()), None if v is None else int(v))
+
+
+# -- versions and commits -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Commit:
+    """A readable version of a Delta table and its commit timestamp (milliseconds)."""
+
+    version: int
+    ms: int
+
+    @property
+    def at(self) -> dt.datetime:
+        """The commit timestamp as an aware UTC datetime."""
+        return from_millis(self.ms)
+
+
+def commits(path: str) -> list[Commit]:
+    """The versions of a Delta table its log can still rebuild, oldest first, with Delta's commit
+    timestamps: commit file modification times, made strictly increasing (what Delta's
+    ``DESCRIBE HISTORY`` shows and ``timestampAsOf`` uses)."""
+    import pyarrow.fs as pafs
+
+    fs, root = filesystem(join(path, "_delta_log"))
+    found: dict[int, int] = {}
+    checkpoints = []
+    for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        if info.type != pafs.FileType.File:
+            continue
+        m = _COMMIT.match(info.base_name)
+        if m and info.mtime_ns is not None:
+            found[int(m.group(1))] = info.mtime_ns // 1_000_000
+        m = _CHECKPOINT.match(info.base_name)
+        if m:
+            checkpoints.append(int(m.group(1)))
+    out, prev = [], None
+    for v in sorted(found):
+        ms = found[v] if prev is None or found[v] > prev else prev + 1
+        out.append(Commit(v, ms))
+        prev = ms
+    # Without commit 0 the log starts at its oldest checkpoint (older commits were cleaned up).
+    start = 0 if 0 in found else min(checkpoints, default=None)
+    if start is None:
+        return []
+    return [c for c in out if c.version >= start]
+
+
+@dataclass(frozen=True)
+class TxnCommit:
+    """A commit that recorded a SetTransaction of one app id: when, and the version it set."""
+
+    version: int
+    ms: int
+    txn: int
+
+
+def txn_commits(path: str, app_id: str, found: list[Commit] | None = None) -> list[TxnCommit]:
+    """The commits that raised ``app_id``'s transaction version, oldest first, as far back as the
+    commit files go (a commit only in a checkpoint now is not seen: see :func:`snapshot`)."""
+    fs, root = filesystem(join(path, "_delta_log"))
+    out: list[TxnCommit] = []
+    for c in commits(path) if found is None else found:
+        try:
+            with fs.open_input_stream(f"{root}/{c.version:020d}.json") as f:
+                text = f.read().decode("utf-8")
+        except (FileNotFoundError, OSError):
+            continue  # only in a checkpoint now (the commit file was cleaned up)
+        for line in text.splitlines():
+            if '"txn"' not in line:
+                continue
+            txn = json.loads(line).get("txn") or {}
+            if txn.get("appId") == app_id and (not out or int(txn["version"]) > out[-1].txn):
+                out.append(TxnCommit(c.version, c.ms, int(txn["version"])))
+    return out
+
+
+def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The commit infos of a Delta table, newest first (the latest ``limit``)."""
+    return list(open_table(path, without_files=True).history(limit))
+
+
+# -- data files ---------------------------------------------------------------------------------
+
+def add_actions(path: str, version: int | None = None) -> pa.Table:
+    """The data files of a Delta table at its latest or a given version: one row per file with
+    ``path``, ``size_bytes``, ``num_records`` and ``partition.<column>`` (flattened)."""
+    import pyarrow as pa
+
+    return pa.table(open_table(path, version).get_add_actions(flatten=True))
+
+
+def file_uri(table_path: str, file_path: str) -> str:
+    """A data file's path as an add action names it, made a full path or URI."""
+    if file_path.startswith("/") or "://" in file_path:
+        return file_path
+    return f"{table_path.rstrip('/')}/{file_path}"
+
+
+def missing_files(path: str, version: int) -> tuple[DeltaTable | None, list[str]]:
+    """(delta-rs table at ``version``, its data files that are missing); (None, [why]) when the
+    log cannot rebuild that version."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    try:
+        table = open_table(path, version)
+    except Exception as e:  # noqa: BLE001 - delta-rs raises several kinds; one line names it
+        return None, [first_line(e)]
+    rel = pa.table(table.get_add_actions(flatten=False)).column("path").to_pylist()
+    fs, root = filesystem(path)
+    inside = [p for p in rel if "://" not in p]  # relative paths, as Delta writes them
+    infos = fs.get_file_info([p if p.startswith("/") else f"{root.rstrip('/')}/{p}" for p in inside])
+    missing = [p for p, i in zip(inside, infos, strict=True) if i.type == pafs.FileType.NotFound]
+    for p in rel:  # absolute URIs (shallow clones): rare, one look-up each
+        if "://" in p:
+            other, where = filesystem(p)
+            if other.get_file_info(where).type == pafs.FileType.NotFound:
+                missing.append(p)
+    return table, missing
+
+
+def row_count(path: str) -> int:
+    """Rows in a Delta table from its log statistics (no data files are read)."""
+    if not exists(path):
+        return 0
+    actions = add_actions(path)
+    col = actions.column("num_records") if "num_records" in actions.column_names else None
+    counts = col.to_pylist() if col is not None else [None]
+    if any(v is None for v in counts):  # a writer that kept no statistics: count the data
+        return int(scan(path, "SELECT count(*) AS n FROM t").column("n")[0].as_py())
+    return int(sum(counts))
+
+
+# -- small reads and writes without Spark -------------------------------------------------------
+
+def scan(path: str, sql: str = "SELECT * FROM t", version: int | None = None) -> pa.Table:
+    """Run SQL over one Delta table, registered as ``t``, with delta-rs's own engine."""
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    return pa.table(QueryBuilder().register("t", open_table(path, version)).execute(sql).read_all())
+
+
+def append_records(path: str, table: pa.Table, attempts: int = 10, txn: tuple[str, int] | None = None,
+                   merge_schema: bool = True) -> bool:
+    """Append a few records to a small Delta table of the warehouse (the jobs history, quality
+    results, migrations, the archive's ledger), creating it on first use; a commit that races
+    another writer's is tried again. With ``txn`` = (app id, version) the commit records that
+    SetTransaction, and nothing is written when the table already holds that version or a later
+    one. True when written."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    props = None if txn is None else CommitProperties(app_transactions=[Transaction(app_id=txn[0], version=txn[1])])
+    for attempt in range(attempts):
+        if txn is not None:
+            have = txn_version(path, txn[0])
+            if have is not None and have >= txn[1]:
+                return False
+        try:
+            write_deltalake(path, table, mode="append", schema_mode="merge" if merge_schema else None,
+                            commit_properties=props)
+            return True
+        except CommitFailedError:  # raced another process's append: try again
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    return False
+
+
+def vacuum(path: str, retention_hours: int, dry_run: bool) -> list[str]:
+    """Delta's VACUUM (full: untracked files too) through delta-rs: the files it removes (or
+    would remove, with ``dry_run``), as full paths; no checkpoint or log cleanup after it."""
+    from deltalake.transaction import PostCommitHookProperties
+
+    table = open_table(path)
+    files = table.vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False,
+                         full=True, post_commithook_properties=None if dry_run else PostCommitHookProperties(
+                             create_checkpoint=False, cleanup_expired_logs=False))
+    return [file_uri(path, f) for f in files]
