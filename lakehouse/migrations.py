@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta_log
 from lakehouse.definitions import ArchiveSettings, TableDefinition, load_definitions
-from lakehouse.errors import DefinitionError, LakehouseError, MigrationError, TableNotFound
+from lakehouse.errors import (
+    DefinitionError,
+    LakehouseError,
+    MigrationError,
+    TableNotFound,
+    first_line,
+)
 from lakehouse.physical import columns_from_dicts, create_table, describe, drift
 from lakehouse.settings import Settings
 from lakehouse.storage import remove_tree
@@ -275,7 +281,7 @@ class MigrationContext:
             try:
                 self._undo(path)
             except Exception as e:  # noqa: BLE001
-                problems.append(f"could not undo the changes to {path}: {str(e).splitlines()[0] if str(e) else e!r}")
+                problems.append(f"could not undo the changes to {path}: {first_line(e)}")
         return problems
 
     def _undo(self, path: str) -> None:
@@ -364,7 +370,7 @@ def migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dry
             upgrade(ctx)
         except Exception as e:  # noqa: BLE001 - any failure of a user's migration rolls it back
             problems = ctx.rollback()
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            reason = first_line(e)
             if not isinstance(e, LakehouseError):
                 reason = f"{type(e).__name__}: {reason}"
                 log.debug("migration %s failed:\n%s", m.name, traceback.format_exc())

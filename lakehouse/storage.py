@@ -70,6 +70,18 @@ def is_file(path: str) -> bool:
     return fs.get_file_info(p).type == pafs.FileType.File
 
 
+def size(path: str) -> int:
+    """A file's size in bytes (0 when it does not exist)."""
+    if is_local(path):
+        try:
+            return os.path.getsize(path)
+        except OSError:
+            return 0
+    fs, p = filesystem(path)
+    info = fs.get_file_info(p)
+    return int(info.size or 0) if info.type == pafs.FileType.File else 0
+
+
 def read_bytes(path: str) -> bytes:
     """A whole file (raises FileNotFoundError when it is missing)."""
     if is_local(path):
@@ -182,14 +194,43 @@ def create_exclusive(path: str, data: bytes) -> bool:
     return True
 
 
-def append_line(path: str, line: str) -> None:
-    """Append one line to a local log file and fsync it (the line is whole once this returns;
-    a crash in between leaves at most a torn last line, which readers skip)."""
+def append_json_lines(path: str, docs: list[Any]) -> None:
+    """Append JSON documents to a local JSON-lines log, one per line, and fsync: they are whole
+    once this returns. A line a crash cut short stays apart (a newline goes before the first
+    new line); :func:`read_json_lines` skips it."""
+    if not docs:
+        return
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line if line.endswith("\n") else line + "\n")
+    with open(path, "a+", encoding="utf-8") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell():
+            f.seek(f.tell() - 1)
+            if f.read(1) != "\n":
+                f.write("\n")
+        for d in docs:
+            f.write(json.dumps(d, separators=(",", ":")) + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def read_json_lines(path: str, tail_bytes: int | None = None) -> list[Any]:
+    """The documents of a JSON-lines log, oldest first, skipping lines that are not JSON (cut
+    short by a crash); only those in the last ``tail_bytes`` when given ([] when missing)."""
+    try:
+        with open(path, "rb") as f:
+            if tail_bytes is not None:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - tail_bytes))
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in data.split(b"\n"):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
 
 
 @contextlib.contextmanager

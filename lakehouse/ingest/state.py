@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import hashlib
-import json
 import os
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lakehouse import storage
 from lakehouse.errors import LakehouseError
 from lakehouse.ingest.tsort import T
+from lakehouse.lease import LeaseHeld, file_lock
 from lakehouse.storage import join, write_json
 from lakehouse.warehouse import TablePaths
 
@@ -260,13 +259,12 @@ class StateStore:
     def load(self, source: str) -> IngestState:
         path = self.path(source)
         full = canonical_source(source)
-        if not is_files_source(source) and not os.path.exists(path):
+        if not is_files_source(source) and not storage.exists(path):
             legacy = join(self.folder, f"{_legacy_key(source)}.json")
-            if os.path.exists(legacy):  # written before sources were known by their real path
-                os.replace(legacy, path)
+            if storage.exists(legacy):  # written before sources were known by their real path
+                storage.rename(legacy, path)
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
+            data = storage.read_json(path)
         except FileNotFoundError:
             return IngestState(self.paths.name, full)
         except (OSError, ValueError) as e:
@@ -287,39 +285,28 @@ class StateStore:
 
     def all(self) -> list[IngestState]:
         """The states of every landing directory of the table."""
-        if not os.path.isdir(self.folder):
-            return []
         out = []
-        for name in sorted(os.listdir(self.folder)):
-            if name.endswith(".json"):
-                with open(join(self.folder, name), encoding="utf-8") as f:
-                    try:
-                        out.append(IngestState.from_json(json.load(f)))
-                    except (ValueError, KeyError, TypeError, AttributeError) as e:
-                        raise LakehouseError(f"{join(self.folder, name)}: corrupt ingest state: {e!r}") from None
+        for name in storage.list_names(self.folder):
+            if name.endswith(".json") and not name.startswith("."):
+                try:
+                    out.append(IngestState.from_json(storage.read_json(join(self.folder, name))))
+                except (ValueError, KeyError, TypeError, AttributeError) as e:
+                    raise LakehouseError(f"{join(self.folder, name)}: corrupt ingest state: {e!r}") from None
         return out
 
     @contextlib.contextmanager
     def lock(self, source: str, wait: float = 0.0) -> Iterator[None]:
         """One ingest of a source into a table at a time (an OS lock, freed on SIGKILL); waits up
         to ``wait`` seconds for another holder to finish."""
-        os.makedirs(self.folder, exist_ok=True)
+        storage.make_dirs(self.folder)
         path = self.path(source) + ".lock"
         what = ("load" if source == LOAD_SOURCE else f"insert by {source[10:-1]}" if is_files_source(source)
                 else f"ingest --source {source}")
-        with open(path, "a+") as f:
-            deadline = time.monotonic() + wait
-            while True:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise LakehouseError(
-                            f"{what} into {self.paths.name}: another {what.split()[0]} holds {path}"
-                            + (f" (waited {wait:.0f}s)" if wait else "")) from None
-                    time.sleep(0.2)
+        busy = (f"{what} into {self.paths.name}: another {what.split()[0]} holds {path}"
+                + (f" (waited {wait:.0f}s)" if wait else ""))
+        with contextlib.ExitStack() as stack:
             try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+                stack.enter_context(file_lock(path, lambda: busy, wait))
+            except LeaseHeld:
+                raise LakehouseError(busy) from None  # not transient: another ingest runs
+            yield

@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lakehouse.errors import LakehouseError, is_transient
+from lakehouse.errors import LakehouseError, first_line, is_transient
 from lakehouse.jobs.history import History, Run
 from lakehouse.jobs.schedule import JOBS, Decision, decide
-from lakehouse.lease import Lease, LeaseHeld, table_lease
+from lakehouse.lease import Lease, LeaseHeld, table_lease, within
 from lakehouse.settings import env_float
 from lakehouse.storage import disk_usage
 
@@ -198,27 +198,14 @@ class Runner:
             if properties_differ(paths, d):
                 ensure_properties(self.lh.spark(), paths, d)
         except Exception as e:  # noqa: BLE001 - the jobs still run under the old properties
-            log.warning("%s: could not update the Delta properties: %s", d.name, str(e).splitlines()[0] if str(e) else e)
+            log.warning("%s: could not update the Delta properties: %s", d.name, first_line(e))
 
     @contextlib.contextmanager
     def _lease(self, paths: Any) -> Iterator[Lease | None]:
         """The table's lease, waiting (with backoff) up to ``lease_wait`` for another job."""
-        deadline = time.monotonic() + self.lease_wait
-        pause = 0.5
-        while True:
-            with contextlib.ExitStack() as stack:
-                try:
-                    lease = stack.enter_context(table_lease(paths, f"jobs {self.trigger}"))
-                except LeaseHeld:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or self.stop():
-                        raise
-                    log.info("%s: the table's lease is held by another job; waiting %.1fs", paths.name, pause)
-                    time.sleep(min(pause, left))
-                    pause = min(pause * 2, 10.0)
-                    continue
-                yield lease
-                return
+        with contextlib.ExitStack() as stack:
+            yield within(lambda: stack.enter_context(table_lease(paths, f"jobs {self.trigger}")), self.lease_wait,
+                         f"{paths.name}: the table's lease", pause=0.5, max_pause=10.0, stop=self.stop)
 
     def _run_job(self, d: "TableDefinition", x: Decision, lease: Lease | None) -> Outcome:
         outcome = Outcome(x, ran=True)

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse import delta_log
+from lakehouse import delta_log, storage
 from lakehouse.definitions import TableDefinition
 from lakehouse.durations import Duration
 from lakehouse.errors import LakehouseError, first_line
@@ -182,9 +182,9 @@ class Vacuum:
         from lakehouse.stream.store import StreamStore
 
         folder = self.paths.staging
-        if not os.path.isdir(folder):
+        names = storage.list_names(folder)
+        if not names:
             return
-        names = sorted(os.listdir(folder))
         try:
             referenced = {os.path.basename(p.rstrip("/")) for p in StreamStore(self.paths).referenced()}
         except Exception:  # noqa: BLE001 - unreadable stream state: keep every ingest staging
@@ -236,11 +236,8 @@ class Vacuum:
 
 
 def _size(path: str) -> int:
-    p = path[len("file:"):] if path.startswith("file:") else path
-    try:
-        return os.path.getsize(p)
-    except OSError:
-        return 0
+    """A file's size in bytes (0 when it is gone)."""
+    return storage.size(path[len("file:"):] if path.startswith("file:") else path)
 
 
 def _remove(path: str) -> None:

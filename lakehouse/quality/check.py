@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta_log
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
-from lakehouse.errors import LakehouseError, QualityGateFailed
+from lakehouse.errors import LakehouseError, QualityGateFailed, first_line
 from lakehouse.quality import gx
 from lakehouse.quality.invariants import count_sql, row_invariants
 from lakehouse.quality.model import CheckResult
@@ -78,7 +78,7 @@ def _run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archiv
             n = int(spark.sql(count_sql(inv)).first()[0])  # type: ignore[index]
             sample = json_value(spark.sql(f"{inv.rows_sql} LIMIT {SAMPLE}").toArrow().to_pylist()) if n else []
         except Exception as e:  # noqa: BLE001 - a check that cannot run is a failed result
-            out.append(CheckResult(inv.name, "invariant", False, detail=f"could not run: {str(e).splitlines()[0]}"))
+            out.append(CheckResult(inv.name, "invariant", False, detail=f"could not run: {first_line(e)}"))
             continue
         out.append(CheckResult(inv.name, "invariant", n == 0, observed=n, unexpected_count=n, sample=sample))
     return out

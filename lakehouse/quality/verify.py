@@ -22,6 +22,7 @@ from lakehouse.archive.vectors import batch_order, list_files
 from lakehouse.archive.vectors import current as vectors_current
 from lakehouse.archive.vectors import read as read_vector
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.errors import first_line
 from lakehouse.quality.invariants import SORTED, VECTORS
 from lakehouse.query import TableSource
 from lakehouse.query.compare import compare
@@ -147,7 +148,7 @@ class Verifier:
                 s = self.spark.sql(sql).toArrow()
                 k = con.execute(duck.transpile(sql)).fetch_arrow_table()
             except Exception as e:  # noqa: BLE001 - a failing check is a result, not a crash
-                out.append(Check(d.name, name, False, f"could not run: {str(e).splitlines()[0]}"))
+                out.append(Check(d.name, name, False, f"could not run: {first_line(e)}"))
                 continue
             cmp = compare(s, k)
             detail = "" if cmp.equal else f"engines differ: {cmp.detail}"
@@ -242,7 +243,7 @@ class Verifier:
                 data.update(ledger_table.archive_figures(self.spark, d, paths, snap.version, days,
                                                          ledger.columns_of(cols)))
         except Exception as e:  # noqa: BLE001 - a failing check is a result, not a crash
-            return [Check(d.name, name, False, f"could not run: {str(e).splitlines()[0]}")]
+            return [Check(d.name, name, False, f"could not run: {first_line(e)}")]
         problems += ledger.data_problems(d.name, latest, data)
         for r in latest.values():
             problems += [f"{d.name}: ledger row of {p}" for p in ledger.row_problems(r)]

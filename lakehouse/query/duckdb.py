@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse.definitions import PARTITION_COLUMN
-from lakehouse.errors import ConfigError, QueryError
+from lakehouse.errors import ConfigError, QueryError, first_line
 from lakehouse.query import TableSource
 from lakehouse.query.split import Split
 
@@ -120,7 +120,7 @@ def transpile(sql: str) -> str:
     try:
         statements = sqlglot.transpile(sql, read="spark", write="duckdb", identify=True)
     except ParseError as e:
-        raise QueryError(f"cannot parse the SQL as Spark SQL: {str(e).splitlines()[0]}") from None
+        raise QueryError(f"cannot parse the SQL as Spark SQL: {first_line(e)}") from None
     statements = [s for s in statements if s.strip()]
     if len(statements) != 1:
         raise QueryError(f"expected exactly one SQL statement, got {len(statements)}")
@@ -186,5 +186,5 @@ def run(tables: list[TableSource], sql: str, con: Any | None = None, as_of: AsOf
     try:
         result = con.execute(tr.sql).fetch_arrow_table()
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
-        raise QueryError(f"duckdb: {str(e).strip().splitlines()[0]} (SQL as run on DuckDB: {tr.sql})") from None
+        raise QueryError(f"duckdb: {first_line(e)} (SQL as run on DuckDB: {tr.sql})") from None
     return conform(result, tr)

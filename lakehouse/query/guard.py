@@ -22,7 +22,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from lakehouse.errors import QueryError
+from lakehouse.errors import QueryError, first_line
 
 ALLOWED = "SELECT, WITH, VALUES, SHOW, DESCRIBE, EXPLAIN"
 _WHY = f"lakehouse query runs one read-only statement ({ALLOWED})"
@@ -90,7 +90,7 @@ def parse(sql: str) -> list[exp.Expression]:
         return [s for s in sqlglot.parse(sql, read="spark") if s is not None]
     except (ParseError, TokenError) as e:
         _name_forbidden_tokens(sql)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first_line(e)
         raise QueryError(f"query: cannot parse the SQL as Spark SQL: {first}") from None
     finally:
         logger.setLevel(level)

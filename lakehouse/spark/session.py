@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse.errors import ConfigError
+from lakehouse.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,7 +111,7 @@ def get_spark(master: str = "local[*]") -> "SparkSession":
             with _jvm_stdout_to_stderr():
                 spark = builder.getOrCreate()
         except Exception as e:  # noqa: BLE001 - Py4J and the JVM raise many kinds; one line for all
-            raise ConfigError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
+            raise ConfigError(f"cannot start Spark (master {master}): {first_line(e)}") from None
         spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper())
         if not master.startswith("local"):
             # Executors run lakehouse code (vector encoding): ship the package with the job.

@@ -24,10 +24,9 @@ loaded before the ledger existed have no load time and are counted as such.
 
 from __future__ import annotations
 
-import json
-import os
 from typing import TYPE_CHECKING, Any
 
+from lakehouse import storage
 from lakehouse.storage import join
 from lakehouse.warehouse import TablePaths
 
@@ -47,18 +46,7 @@ def ledger_path(paths: TablePaths) -> str:
 def record(paths: TablePaths, release: int, at: int, loads: list[dict[str, Any]]) -> None:
     """Append a release's line (before its commit into live): ``loads`` holds one
     ``{load, producer, after, upto, rows}`` per insert the release takes rows of."""
-    path = ledger_path(paths)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    line = json.dumps({"release": int(release), "at": int(at), "loads": loads}, separators=(",", ":"))
-    with open(path, "a+", encoding="utf-8") as f:
-        f.seek(0, os.SEEK_END)
-        if f.tell():  # a line cut short by a crash stays apart from this one
-            f.seek(f.tell() - 1)
-            if f.read(1) != "\n":
-                f.write("\n")
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    storage.append_json_lines(ledger_path(paths), [{"release": int(release), "at": int(at), "loads": loads}])
 
 
 def releases(paths: TablePaths, committed: int | None = None) -> dict[int, dict[str, Any]]:
@@ -69,18 +57,13 @@ def releases(paths: TablePaths, committed: int | None = None) -> dict[int, dict[
 
         committed = delta_log.txn_version(paths.live, APP_ID) or 0
     out: dict[int, dict[str, Any]] = {}
-    try:
-        with open(ledger_path(paths), encoding="utf-8") as f:
-            for line in f:
-                try:
-                    doc = json.loads(line)
-                    n = int(doc["release"])
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut short by a crash
-                if n <= committed:
-                    out[n] = doc
-    except FileNotFoundError:
-        pass
+    for doc in storage.read_json_lines(ledger_path(paths)):
+        try:
+            n = int(doc["release"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if n <= committed:
+            out[n] = doc
     return out
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.errors import InputError
+from lakehouse import storage
+from lakehouse.errors import InputError, first_line
 from lakehouse.ingest.state import inbox_folder, producer_source
 from lakehouse.storage import join
 from lakehouse.stream.engine import Stream, micros
@@ -116,16 +116,15 @@ class Producer:
         if isinstance(data, list) and data and all(isinstance(x, (str, os.PathLike)) for x in data):
             return self.insert_files([os.fspath(x) for x in data], input_format)
         inbox = inbox_folder(self.paths.root, producer_source(self.name))
-        os.makedirs(inbox, exist_ok=True)
+        storage.make_dirs(inbox)
         files = self._write(data, inbox)
         try:
             return self.insert_files(files, "parquet", force=True, _temporary=True)
         finally:  # registered (the rows are staged) or failed whole; a crash leaves them to the next insert
             for f in files:
-                if os.path.isfile(f):
-                    os.remove(f)
+                storage.delete(f)
             for folder in {os.path.dirname(f) for f in files} - {inbox}:  # a Spark frame's output
-                shutil.rmtree(folder, ignore_errors=True)
+                storage.remove_tree(folder)
 
     def _write(self, data: Any, inbox: str) -> list[str]:
         import pyarrow as pa
@@ -134,7 +133,7 @@ class Producer:
             return self._write_files(data, inbox)
         except (pa.ArrowException, TypeError, ValueError) as e:
             raise InputError(f"{self.definition.name}: producer {self.name!r}: cannot insert these rows: "
-                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+                             f"{type(e).__name__}: {first_line(e) if str(e) else ''}") from None
 
     def _write_files(self, data: Any, inbox: str) -> list[str]:
         import pyarrow as pa
@@ -144,7 +143,7 @@ class Producer:
         if _is_spark_frame(data):
             folder = join(inbox, uuid.uuid4().hex)
             data.write.parquet(folder)
-            return [join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".parquet")]
+            return [join(folder, n) for n in storage.list_names(folder) if n.endswith(".parquet")]
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         elif type(data).__module__.startswith("pandas"):

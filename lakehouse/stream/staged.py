@@ -11,13 +11,12 @@ them, from whichever process finishes the insert, in one commit carrying the Set
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakehouse import delta_log, rejects
+from lakehouse import delta_log, rejects, storage
 from lakehouse.definitions import TableDefinition
 from lakehouse.ingest.blocks import (
     FILE_COLUMN,
@@ -53,7 +52,7 @@ def read_times(definition: TableDefinition, staging: str, failed: list[int]) -> 
 
     et = definition.event_time
     folder = rows_folder(staging)
-    if not os.path.isdir(folder):
+    if not storage.exists(folder):
         return {"t": np.zeros(0, np.int64), "f": np.zeros(0, np.int64)}
     t = ds.dataset(folder, format="parquet").to_table(columns=[et, FILE_COLUMN, KIND_COLUMN],
                                                       filter=ds.field(KIND_COLUMN) == GOOD)
@@ -99,7 +98,7 @@ def _frames(spark: "SparkSession", definition: TableDefinition, due: DueRejects)
     at = EPOCH + dt.timedelta(microseconds=int(d["at"]))
     load_id = d["load_id"]
     ok = [i for i in range(len(d["sources"])) if i not in set(d["failed"])]
-    staged = os.path.isdir(rows_folder(d["staging"]))
+    staged = storage.exists(rows_folder(d["staging"]))
     frames = []
     if staged and ok and (d["bad"] or due.late):
         sources = F.create_map(*[x for i in ok for x in (F.lit(i), F.lit(d["sources"][i]))])

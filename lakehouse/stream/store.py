@@ -13,14 +13,12 @@ Staged rows stay where the write path staged them (``_staging/...``); a segment 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from lakehouse import storage
 from lakehouse.errors import LakehouseError
-from lakehouse.lease import Lease, LeaseHeld
+from lakehouse.lease import Lease, LeaseHeld, within
 from lakehouse.storage import join, write_json
 from lakehouse.stream.model import Event, StreamState
 from lakehouse.warehouse import TablePaths
@@ -42,12 +40,13 @@ class StreamStore:
         self.events_path = join(self.folder, "events.jsonl")
 
     def exists(self) -> bool:
-        return os.path.exists(self.state_path)
+        """Whether the stream has saved a state (a producer attached once)."""
+        return storage.exists(self.state_path)
 
     def read(self) -> StreamState:
+        """The saved state (an empty one when none is saved yet)."""
         try:
-            with open(self.state_path, encoding="utf-8") as f:
-                data = json.load(f)
+            data = storage.read_json(self.state_path)
         except FileNotFoundError:
             return StreamState()
         except (OSError, ValueError) as e:
@@ -83,35 +82,15 @@ class StreamStore:
             state.event_seq = last
         if not state.unlogged:
             return
-        new = [e for e in state.unlogged if int(e.get("seq", 0)) > last]
-        if new:
-            os.makedirs(self.folder, exist_ok=True)
-            with open(self.events_path, "a+", encoding="utf-8") as f:
-                f.seek(0, os.SEEK_END)
-                if f.tell():  # a line cut short by a crash stays apart from the next event
-                    f.seek(f.tell() - 1)
-                    if f.read(1) != "\n":
-                        f.write("\n")
-                for e in new:
-                    f.write(json.dumps(e, separators=(",", ":")) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+        storage.append_json_lines(self.events_path, [e for e in state.unlogged if int(e.get("seq", 0)) > last])
         state.unlogged = []  # on disk too with the next save
 
     def _last_seq(self) -> int:
         """The number of the log's last complete event (0: none)."""
-        try:
-            with open(self.events_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - 65536))
-                tail = f.read().split(b"\n")
-        except FileNotFoundError:
-            return 0
-        for line in reversed(tail):
+        for e in reversed(storage.read_json_lines(self.events_path, tail_bytes=65536)):
             try:
-                return int(json.loads(line).get("seq", 0))
-            except (ValueError, AttributeError):
+                return int(e.get("seq", 0))
+            except (ValueError, AttributeError, TypeError):
                 continue
         return 0
 
@@ -121,36 +100,21 @@ class StreamStore:
         out = []
         seen: set[Any] = set()
         pending = self.read().unlogged
-        try:
-            with open(self.events_path, encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        e = json.loads(line)
-                    except ValueError:
-                        continue
-                    if not isinstance(e, dict) or e.get("seq") in seen:
-                        continue
-                    seen.add(e.get("seq"))
-                    out.append(e)
-        except FileNotFoundError:
-            pass
+        for e in storage.read_json_lines(self.events_path):
+            if not isinstance(e, dict) or e.get("seq") in seen:
+                continue
+            seen.add(e.get("seq"))
+            out.append(e)
         return out + [e for e in pending if e.get("seq") not in seen]
 
     @contextlib.contextmanager
     def locked(self, what: str, wait: float = LOCK_WAIT) -> Iterator[Lease]:
         """Hold the stream's lease (waiting up to ``wait`` seconds for another holder)."""
-        deadline = time.monotonic() + wait
-        pause = 0.02
-        while True:
-            lease = Lease(join(self.folder, "lock"), f"stream of {self.paths.name}", ttl=LOCK_TTL, purpose=what)
-            try:
-                lease.acquire()
-                break
-            except LeaseHeld as e:
-                if time.monotonic() >= deadline:
-                    raise LakehouseError(f"{what}: {e}") from None
-                time.sleep(pause)
-                pause = min(0.5, pause * 1.5)
+        lease = Lease(join(self.folder, "lock"), f"stream of {self.paths.name}", ttl=LOCK_TTL, purpose=what)
+        try:
+            within(lease.acquire, wait, f"{what}: the stream's lease", pause=0.02, max_pause=0.5)
+        except LeaseHeld as e:
+            raise LakehouseError(f"{what}: {e}") from None
         try:
             yield lease
         finally:
