@@ -10,9 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakehouse.definitions import parse_definition
+from lakehouse.definitions import expectations, parse_definition
 from lakehouse.errors import DefinitionError
-from lakehouse.definitions import expectations
 
 BASE = {"name": "t", "columns": [{"name": "fare", "type": "double"}, {"name": "city", "type": "int"},
                                  {"name": "ts", "type": "timestamp"}], "event_time": "ts"}

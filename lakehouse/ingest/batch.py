@@ -26,19 +26,8 @@ from typing import TYPE_CHECKING, Any
 from lakehouse import crashpoints
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
-from lakehouse.ingest.blocks import (
-    FILE_COLUMN,
-    FILE_ERROR,
-    GOOD,
-    KIND_COLUMN,
-    REASON_COLUMN,
-    REJECT,
-    Block,
-    block_schema,
-    parse_block,
-    plan_file,
-    unexpected,
-)
+from lakehouse.ingest.blocks import Block, plan_file
+from lakehouse.ingest.parse import parse_block, unexpected
 from lakehouse.ingest.state import (
     Batch,
     FileEntry,
@@ -49,6 +38,15 @@ from lakehouse.ingest.state import (
 )
 from lakehouse.inputs import Format, detect_format
 from lakehouse.records import first_line
+from lakehouse.staging import (
+    FILE_COLUMN,
+    FILE_ERROR,
+    GOOD,
+    KIND_COLUMN,
+    REASON_COLUMN,
+    REJECT,
+    block_schema,
+)
 from lakehouse.stream import staged
 from lakehouse.stream.model import DueRejects
 from lakehouse.warehouse import TablePaths, join, remove_tree, txn_version, write_json

@@ -32,8 +32,8 @@ from lakehouse import crashpoints
 from lakehouse.commit import SESSION_CONF, Lease, with_retries
 from lakehouse.definitions import LOAD_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
-from lakehouse.ingest.blocks import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.live import SEQ_COLUMN, commit_live
+from lakehouse.staging import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.stream import ledger, staged
 from lakehouse.stream.model import (
     DueRejects,
