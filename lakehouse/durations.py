@@ -34,7 +34,9 @@ class Duration:
 
     @property
     def seconds(self) -> float:
+        """The duration in seconds."""
         return self.millis / 1000
 
     def __str__(self) -> str:
+        """The duration as written (``24h``), or in milliseconds when it was not written."""
         return self.text or f"{self.millis}ms"

@@ -56,13 +56,18 @@ class CommitConflict(TransientError):
     """A Delta commit kept conflicting with concurrent writers after all retries."""
 
 
-def first_line(e: BaseException | str) -> str:
+def first_line(e: BaseException | str, limit: int | None = None) -> str:
     """The first line of an error's message, or its type's name when it has none: the part of an
-    engine's (Spark's, DuckDB's, Great Expectations') multi-line message that goes on one line."""
+    engine's (Spark's, DuckDB's, Great Expectations') multi-line message that goes on one line;
+    cut to ``limit`` characters (ending in ...) when given."""
     text = str(e).strip()
     if text:
-        return text.splitlines()[0].strip()
-    return type(e).__name__ if isinstance(e, BaseException) else ""
+        line = text.splitlines()[0].strip()
+    else:
+        line = type(e).__name__ if isinstance(e, BaseException) else ""
+    if limit is not None and len(line) > limit:
+        line = line[:limit - 3] + "..."
+    return line
 
 
 def one_line(message: str) -> str:

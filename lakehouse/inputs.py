@@ -22,7 +22,9 @@ from lakehouse.errors import InputError
 from lakehouse.records import Unreadable
 
 Format = Literal["csv", "json", "parquet"]
+"""An input file's format."""
 FORMATS: tuple[Format, ...] = ("csv", "json", "parquet")
+"""Every input format."""
 _EXT = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet"}
 MAX_RAW = 10_000
 """Raw records longer than this are cut in rejects (the reason says so)."""
@@ -68,6 +70,7 @@ class LongLines:
     themselves were skipped in pieces, never held whole)."""
 
     def __init__(self, max_bytes: int, track: bool = False) -> None:
+        """Lines over ``max_bytes`` count as long; ``track`` also keeps every line's length."""
         self.max_bytes = max_bytes
         self.lines: set[int] = set()
         self.track = track
@@ -87,6 +90,7 @@ class LongLines:
 
     @property
     def reason(self) -> str:
+        """The reject reason of a record with a long line."""
         return f"record longer than max_record_bytes ({self.max_bytes} bytes); not read"
 
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import DriftError, TableNotFound
-from lakehouse.ingest.blocks import FILE_COLUMN, LINE_COLUMN
 from lakehouse.physical import column_drift, describe
 from lakehouse.spark.commit import idempotent
+from lakehouse.staging import FILE_COLUMN, LINE_COLUMN
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:

@@ -316,7 +316,7 @@ def columns_from_dicts(table: str, columns: list[dict[str, Any]]) -> list[Column
     """Validate ``ctx.add_columns`` input with the same rules as tables/*.yaml."""
     from pydantic import ValidationError
 
-    from lakehouse.definitions import DefinitionError
+    from lakehouse.errors import DefinitionError
 
     out = []
     for i, c in enumerate(columns):

@@ -9,25 +9,24 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lakehouse import grammar
 from lakehouse.definitions import TableDefinition
+from lakehouse.errors import first_line
 from lakehouse.types import ColumnType
 
 UTC = dt.timezone.utc
 INT32 = (-(2**31), 2**31 - 1)
+"""The range of an int column."""
 INT64 = (-(2**63), 2**63 - 1)
-_TRUE = {"true", "t", "1", "yes", "y"}
-_FALSE = {"false", "f", "0", "no", "n"}
+"""The range of a long column."""
 _WIDE = decimal.Context(prec=100)
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
-_FLOAT = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
-_ISO_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
-_FLOAT_WORDS = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
-                "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
+_INTEGER = re.compile(grammar.INTEGER)
+_NUMBER = re.compile(grammar.NUMBER)
+_DATE = re.compile(grammar.DATE)
 
 
 class BadValue(ValueError):
@@ -38,9 +37,11 @@ class Unreadable:
     """A raw value a reader could not turn into a Python value; always a reject."""
 
     def __init__(self, reason: str) -> None:
+        """A value that could not be read, and why."""
         self.reason = reason
 
     def __str__(self) -> str:
+        """``<unreadable: reason>``, as the value shows in messages."""
         return f"<unreadable: {self.reason}>"
 
     __repr__ = __str__
@@ -96,7 +97,7 @@ def parse_date(v: Any) -> dt.date:
     if not isinstance(v, str):
         raise BadValue(f"{_show(v)} is not a date (YYYY-MM-DD)")
     try:
-        if not _ISO_DATE.match(v.strip()):
+        if not _DATE.match(v.strip()):
             raise ValueError(v)
         return dt.date.fromisoformat(v.strip())
     except ValueError:
@@ -148,9 +149,9 @@ def _parse_double(v: Any) -> float:
         return float(v)
     if isinstance(v, str):
         s = v.strip()
-        if s.lower() in _FLOAT_WORDS:
-            return _FLOAT_WORDS[s.lower()]
-        if not _FLOAT.match(s):
+        if s.lower() in grammar.FLOAT_WORDS:
+            return grammar.FLOAT_WORDS[s.lower()]
+        if not _NUMBER.match(s):
             raise BadValue(f"{_show(v)} is not a double")
         return float(s)
     raise BadValue(f"{_show(v)} is not a double")
@@ -160,11 +161,9 @@ def _boolean(v: Any) -> bool:
     if isinstance(v, bool):
         return v
     if isinstance(v, str):
-        s = v.strip().lower()
-        if s in _TRUE:
-            return True
-        if s in _FALSE:
-            return False
+        b = grammar.BOOLEAN_WORDS.get(v.strip().lower())
+        if b is not None:
+            return b
     raise BadValue(f"{_show(v)} is not a boolean (true/false)")
 
 
@@ -196,9 +195,9 @@ def _decimal_converter(precision: int, scale: int) -> Callable[[Any], decimal.De
             elif isinstance(v, (int, decimal.Decimal)):
                 d = decimal.Decimal(v)
             elif isinstance(v, str):
-                if v.strip().lower() in _FLOAT_WORDS:
+                if v.strip().lower() in grammar.FLOAT_WORDS:
                     raise BadValue(f"{_show(v)} is not a finite {label}")
-                if not _FLOAT.match(v.strip()):
+                if not _NUMBER.match(v.strip()):
                     raise BadValue(f"{_show(v)} is not {label}")
                 d = decimal.Decimal(v.strip())
             else:
@@ -252,6 +251,7 @@ class RowConverter:
     """
 
     def __init__(self, definition: TableDefinition, empty_is_null: bool) -> None:
+        """A converter for rows of ``definition``; with ``empty_is_null``, "" is null."""
         self.definition = definition
         self.empty_is_null = empty_is_null
         required = set(definition.primary_key) | {definition.event_time}
@@ -283,12 +283,5 @@ class RowConverter:
                 raise BadValue(f"column {name}: {e}") from None
             except Exception as e:  # noqa: BLE001 - any value that breaks a converter is a reject
                 raise BadValue(f"column {name}: {_show(raw)} cannot be read as {type_label} "
-                               f"({type(e).__name__}: {first_line(e)})") from None
+                               f"({type(e).__name__}: {first_line(e, 200)})") from None
         return tuple(out)
-
-
-def first_line(e: BaseException) -> str:
-    """The first line of an exception's message, at most 200 characters (for one-line reasons)."""
-    text = str(e).strip()
-    line = text.splitlines()[0] if text else ""
-    return line if len(line) <= 200 else line[:197] + "..."

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 SIMPLE_TYPES = ("string", "int", "long", "double", "boolean", "date", "timestamp")
+"""The column types without parameters (``decimal(p,s)`` is the one with)."""
 _DECIMAL = re.compile(r"^decimal\( *([0-9]{1,2}) *, *([0-9]{1,2}) *\)$")
 
 _SPARK = {
@@ -75,12 +76,14 @@ class ColumnType:
         )
 
     def __str__(self) -> str:
+        """The type as a definition spells it: ``long``, ``decimal(10,2)``."""
         if self.name == "decimal":
             return f"decimal({self.precision},{self.scale})"
         return self.name
 
     @property
     def is_numeric(self) -> bool:
+        """Whether the type holds numbers (int, long, double, decimal)."""
         return self.name in ("int", "long", "double", "decimal")
 
     def spark_ddl(self) -> str:

@@ -1,4 +1,4 @@
-"""Pure tests for block planning and block parsing (lakehouse/ingest/blocks.py).
+"""Pure tests for block planning and block parsing (lakehouse/ingest/: blocks, splitting, parse, fast_csv).
 
 The central property: for any block size (1 byte included, smaller than any line), the
 concatenated parse of all blocks of a file is exactly the parse of the file as one block, and
@@ -29,19 +29,13 @@ from hypothesis import strategies as st
 
 from lakehouse.definitions import parse_definition
 from lakehouse.errors import InputError
-from lakehouse.ingest import blocks as blocks_mod
-from lakehouse.ingest.blocks import (
-    FILE_ERROR,
-    GOOD,
-    REJECT,
-    Block,
-    block_schema,
-    parse_block,
-    plan_file,
-    record_starts,
-)
+from lakehouse.ingest import splitting
+from lakehouse.ingest.blocks import Block, plan_file
+from lakehouse.ingest.parse import parse_block
+from lakehouse.ingest.splitting import record_starts
 from lakehouse.inputs import RawReject, read_records
 from lakehouse.records import BadValue, RowConverter
+from lakehouse.staging import FILE_ERROR, GOOD, REJECT, block_schema
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = "tables/trips.yaml"
@@ -232,7 +226,7 @@ def _check_same_parse_any_block_size(tmp_path: Path, data: bytes, fmt: str, ext:
     data_start = len(data.split(b"\n", 1)[0]) + 1 if fmt == "csv" else 0
     data_start = min(data_start, len(data))
     for size in sizes:
-        with mock.patch.object(blocks_mod, "SCAN_CHUNK", chunk or blocks_mod.SCAN_CHUNK):
+        with mock.patch.object(splitting, "SCAN_CHUNK", chunk or splitting.SCAN_CHUNK):
             blocks = plan_file(path, fmt, D, size, 0)  # type: ignore[arg-type]
         check_plan_shape(blocks, data, path, fmt, data_start)
         assert parse_all(blocks) == reference, f"block size {size}"
@@ -329,7 +323,7 @@ def test_record_starts_are_the_first_record_start_after_each_boundary(tmp_path, 
     path = put(tmp_path, "in.bin", data)
     quoted = data.lstrip(b"\xef\xbb\xbf").startswith(tuple(c.encode() for c in CSV_COLUMNS))
     data_start = min(len(data.split(b"\n", 1)[0]) + 1, len(data)) if quoted else 0
-    with mock.patch.object(blocks_mod, "SCAN_CHUNK", chunk or blocks_mod.SCAN_CHUNK):
+    with mock.patch.object(splitting, "SCAN_CHUNK", chunk or splitting.SCAN_CHUNK):
         got = record_starts(path, data_start, len(data), size, quoted=quoted)
     offsets = [p for p, _ in got]
     assert offsets == sorted(set(offsets))

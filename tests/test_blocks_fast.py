@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse.definitions import parse_definition
-from lakehouse.ingest.blocks import _parse_rows, fast_csv_block, parse_block, plan_file
+from lakehouse.ingest.blocks import plan_file
+from lakehouse.ingest.fast_csv import fast_csv_block
+from lakehouse.ingest.parse import parse_block, parse_rows
 
 D = parse_definition({
     "name": "t",
@@ -78,7 +80,7 @@ def test_fast_path_equals_row_by_row(tmp_path, lines):
     path.write_text(HEADER + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
     (block,) = plan_file(str(path), "csv", D, 1 << 30, 0)
     fast = fast_csv_block(D, block)
-    slow = _table(_parse_rows(D, block, 10_000))
+    slow = _table(parse_rows(D, block, 10_000))
     if fast is not None:
         assert fast.to_pylist() == slow.to_pylist()
     else:  # the fast path declined: some value needed the row converter (a reject or an odd form)
@@ -93,7 +95,7 @@ def test_fast_path_is_taken_for_clean_data(tmp_path):
     (block,) = plan_file(str(path), "csv", D, 1 << 30, 0)
     fast = fast_csv_block(D, block)
     assert fast is not None and fast.num_rows == 100
-    assert fast.to_pylist() == _table(_parse_rows(D, block, 10_000)).to_pylist()
+    assert fast.to_pylist() == _table(parse_rows(D, block, 10_000)).to_pylist()
 
 
 @pytest.mark.parametrize("bad", [
@@ -111,13 +113,14 @@ def test_odd_values_take_the_row_by_row_path(tmp_path, bad):
     path.write_text(HEADER + "\nk0,1,2,3.0,4.5,true,2026-11-20,x,2026-11-20T10:00:00Z\n" + bad + "\n")
     (block,) = plan_file(str(path), "csv", D, 1 << 30, 0)
     assert fast_csv_block(D, block) is None
-    assert repr(_table(parse_block(D, block)).to_pylist()) == repr(_table(_parse_rows(D, block, 10_000)).to_pylist())
+    assert repr(_table(parse_block(D, block)).to_pylist()) == repr(_table(parse_rows(D, block, 10_000)).to_pylist())
 
 
 def test_an_unexpected_failure_is_a_file_error_not_an_exception(tmp_path):
     """Invariant 7: whatever breaks while a block is read (here: the path became a folder), the
     block yields one file error with the reason, so the file is failed and the others go on."""
-    from lakehouse.ingest.blocks import FILE_ERROR, KIND_COLUMN, REASON_COLUMN, Block
+    from lakehouse.ingest.blocks import Block
+    from lakehouse.staging import FILE_ERROR, KIND_COLUMN, REASON_COLUMN
 
     folder = tmp_path / "was_a_file.csv"
     folder.mkdir()

@@ -1,4 +1,4 @@
-"""Pure tests for table definitions (lakehouse/definitions.py), types and durations.
+"""Pure tests for table definitions (lakehouse/definitions/), types and durations.
 
 Every bad definition must raise DefinitionError with ONE line naming the file, the field path
 and the reason.

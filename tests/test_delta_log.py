@@ -95,8 +95,8 @@ def test_properties_follow_the_definition() -> None:
 def append(spark: Any, d: TableDefinition, paths: Any, k: int, n: int = 2) -> None:
     """One commit through the live writer of loads, ingest and producers (``commit_live``): ``n``
     trips of day 2026-11-01 + k % 3, load ``load-k``."""
-    from lakehouse.ingest.blocks import FILE_COLUMN, LINE_COLUMN
     from lakehouse.live import commit_live
+    from lakehouse.staging import FILE_COLUMN, LINE_COLUMN
 
     day = dt.date(2026, 11, 1) + dt.timedelta(days=k % 3)
     at = dt.datetime.combine(day, dt.time(10), dt.timezone.utc)

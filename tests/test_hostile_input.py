@@ -44,19 +44,13 @@ from hypothesis import strategies as st
 
 from lakehouse.definitions import TableDefinition, parse_definition
 from lakehouse.errors import InputError
-from lakehouse.ingest.blocks import (
-    FILE_ERROR,
-    GOOD,
-    REJECT,
-    _parse_rows,
-    fast_csv_block,
-    parse_block,
-    plan_file,
-    quotes_follow_rfc4180,
-    record_starts,
-)
+from lakehouse.ingest.blocks import plan_file
+from lakehouse.ingest.fast_csv import fast_csv_block
+from lakehouse.ingest.parse import parse_block, parse_rows
+from lakehouse.ingest.splitting import quotes_follow_rfc4180, record_starts
 from lakehouse.inputs import RawReject, read_records
 from lakehouse.records import BadValue, RowConverter, Unreadable
+from lakehouse.staging import FILE_ERROR, GOOD, REJECT
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -737,7 +731,7 @@ def fast_and_slow(workdir: Path, data: bytes) -> tuple[Any, Any]:
     path = put(workdir, ".csv", data)
     (block,) = plan_file(path, "csv", D, BIG, 0)
     fast = fast_csv_block(D, block)
-    slow = pa.Table.from_batches(list(_parse_rows(D, block, 10_000)))
+    slow = pa.Table.from_batches(list(parse_rows(D, block, 10_000)))
     return (None if fast is None else rows_of(fast.to_batches(), D)), rows_of(slow.to_batches(), D)
 
 

@@ -1,5 +1,5 @@
 """Pure tests for the ``ingest:`` section of table definitions (IngestSettings, FilenameTime,
-parse_size in lakehouse/definitions.py).
+parse_size in lakehouse/definitions/fields.py).
 
 The base definition is tables/trips.yaml; each test adds an ``ingest`` mapping. Every bad value
 must raise DefinitionError with ONE line starting with the source and naming the field path.

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakehouse.definitions import parse_definition
+from lakehouse.definitions import expectations, parse_definition
 from lakehouse.errors import DefinitionError
-from lakehouse.quality import catalog
 
 BASE = {"name": "t", "columns": [{"name": "fare", "type": "double"}, {"name": "city", "type": "int"},
                                  {"name": "ts", "type": "timestamp"}], "event_time": "ts"}
@@ -71,14 +70,14 @@ def test_problems_name_the_field():
 def test_the_catalog_is_gx_s_registry_and_cached():
     from great_expectations.expectations.registry import list_registered_expectation_implementations
 
-    specs = catalog.catalog()
+    specs = expectations.catalog()
     assert set(specs) == set(list_registered_expectation_implementations())
     assert "mostly" in specs["expect_column_values_to_not_be_null"].args
     assert specs["expect_column_values_to_be_in_set"].required == ("column", "value_set")
-    assert any((d / f"ge-expectations-{catalog.ge_version()}.json").is_file() for d in catalog._cache_dirs())
+    assert any((d / f"ge-expectations-{expectations.ge_version()}.json").is_file() for d in expectations.cache_dirs())
 
 
-NAMES = sorted(catalog.catalog())
+NAMES = sorted(expectations.catalog())
 hostile = st.text(alphabet=string.ascii_letters + string.digits + "_-. /\\'\"\n\t\u00e9\u202e", min_size=1, max_size=30)
 
 
@@ -92,9 +91,9 @@ def test_any_entry_loads_or_is_one_line_naming_its_index(entries):
     """A generated quality: section either loads (every name known, every argument known, the
     required ones given, the columns real) or fails with one line that names the first bad
     entry's index; it never crashes with anything else."""
-    specs = catalog.catalog()
+    specs = expectations.catalog()
     cols = {"fare", "city", "ts", "event_date"}
-    want_ok = [not catalog.problems(i, n, a, cols, specs) for i, (n, a) in enumerate(entries)]
+    want_ok = [not expectations.problems(i, n, a, cols, specs) for i, (n, a) in enumerate(entries)]
     quality = [{n: a} for n, a in entries]
     if all(want_ok):
         assert len(parse(quality).quality) == len(entries)

@@ -25,20 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints, delta_log
 from lakehouse.definitions import TableDefinition
-from lakehouse.errors import InputError
-from lakehouse.ingest.blocks import (
-    FILE_COLUMN,
-    FILE_ERROR,
-    GOOD,
-    KIND_COLUMN,
-    REASON_COLUMN,
-    REJECT,
-    Block,
-    block_schema,
-    parse_block,
-    plan_file,
-    unexpected,
-)
+from lakehouse.errors import InputError, first_line
+from lakehouse.ingest.blocks import Block, plan_file
+from lakehouse.ingest.parse import parse_block, unexpected
 from lakehouse.ingest.state import (
     Batch,
     FileEntry,
@@ -48,7 +37,15 @@ from lakehouse.ingest.state import (
     is_files_source,
 )
 from lakehouse.inputs import Format, detect_format
-from lakehouse.records import first_line
+from lakehouse.staging import (
+    FILE_COLUMN,
+    FILE_ERROR,
+    GOOD,
+    KIND_COLUMN,
+    REASON_COLUMN,
+    REJECT,
+    block_schema,
+)
 from lakehouse.storage import join, remove_tree, write_json
 from lakehouse.stream import staged
 from lakehouse.stream.model import DueRejects
@@ -226,7 +223,7 @@ class BatchRunner:
                 log.error("batch %d of %s failed to stage %d times; its files are failed: %s",
                           batch.number, state.source, batch.attempts, err)
                 reason = (f"parsing its batch ({batch.number}) failed {batch.attempts} times: "
-                          f"{type(err).__name__}: {first_line(err)}")
+                          f"{type(err).__name__}: {first_line(err, 200)}")
                 manifest = {"files": {str(i): {"good": 0, "rejected": 0, "error": f"{p}: {reason}"}
                                       for i, p in enumerate(paths)},
                             "days": [], "good": 0, "rejected": 0, "blocks": len(blocks)}

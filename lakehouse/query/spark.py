@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse.archive.state import spark_snapshot
-from lakehouse.errors import QueryError
+from lakehouse.errors import QueryError, first_line
 from lakehouse.query import TableSource, guard
 from lakehouse.query.split import Split
 
@@ -77,12 +77,12 @@ def run(spark: SparkSession, tables: list[TableSource], sql: str, as_of: AsOf | 
         register_views(spark, tables, as_of)
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
-        raise QueryError(f"spark: {_first_line(e)}") from None
+        raise QueryError(f"spark: {first_line(e)}") from None
     confirm(spark, plan, checked)
     try:
         return _dataframe(spark, plan).toArrow()
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
-        raise QueryError(f"spark: {_first_line(e)}") from None
+        raise QueryError(f"spark: {first_line(e)}") from None
 
 
 _PLAN_KINDS = {"show": ("Show",), "describe": ("Describe",), "explain": ("ExplainCommand",)}
@@ -122,8 +122,3 @@ def _dataframe(spark: SparkSession, plan: Any) -> DataFrame:
     jvm: Any = spark._jvm
     jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
     return DataFrame(jdf, spark)
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0]

@@ -31,10 +31,10 @@ import numpy as np
 from lakehouse import crashpoints, delta_log
 from lakehouse.definitions import LOAD_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
-from lakehouse.ingest.blocks import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.lease import Lease
 from lakehouse.live import SEQ_COLUMN, commit_live
 from lakehouse.spark.commit import SESSION_CONF, with_retries
+from lakehouse.staging import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.storage import join, remove_tree
 from lakehouse.stream import ledger, staged
 from lakehouse.stream.ledger import APP_ID

@@ -1,7 +1,7 @@
 """The staged rows of an insert, as the stream reads them: their event times, and their rejects.
 
 An insert's rows are parsed by the one write path (``lakehouse.ingest.batch``) into
-``<staging>/rows`` (Parquet with the block columns of ``lakehouse.ingest.blocks``: file index,
+``<staging>/rows`` (Parquet with the staged columns of ``lakehouse.staging``: file index,
 line, kind, raw record, reason). When the stream registers the insert, the insert's rejects are
 described by a ``DueRejects`` record (``rejects_spec`` builds its data); ``commit_rejects`` commits
 them, from whichever process finishes the insert, in one commit carrying the SetTransaction
@@ -18,7 +18,8 @@ import numpy as np
 
 from lakehouse import delta_log, rejects, storage
 from lakehouse.definitions import TableDefinition
-from lakehouse.ingest.blocks import (
+from lakehouse.spark.commit import with_retries
+from lakehouse.staging import (
     FILE_COLUMN,
     GOOD,
     KIND_COLUMN,
@@ -27,7 +28,6 @@ from lakehouse.ingest.blocks import (
     REASON_COLUMN,
     REJECT,
 )
-from lakehouse.spark.commit import with_retries
 from lakehouse.storage import join
 from lakehouse.stream.model import DueRejects
 from lakehouse.warehouse import TablePaths

@@ -1,4 +1,5 @@
-"""Which Great Expectations expectations exist and which arguments each takes.
+"""Which Great Expectations expectations exist and which arguments each takes: the schema of
+a table definition's ``quality:`` section.
 
 Validating a table's ``quality:`` section must not import Great Expectations on every command (it
 takes seconds), so the catalog (expectation name -> arguments, required arguments) is read from
@@ -22,24 +23,33 @@ from pathlib import Path
 INTERNAL = frozenset({"id", "batch_id", "rendered_content", "windows"})
 """Fields every GE expectation has that a user does not set."""
 COLUMN_ARGS = ("column", "column_A", "column_B")
+"""Arguments that name one column of the table."""
 COLUMN_LIST_ARGS = ("column_list", "column_set")
+"""Arguments that name several columns of the table."""
 
 
 @dataclass(frozen=True)
 class Spec:
+    """One expectation as the catalog knows it: its name and the arguments it takes."""
+
     name: str
+    """The expectation's GE name."""
     args: tuple[str, ...]
+    """Every argument a user may set, sorted."""
     required: tuple[str, ...]
+    """The arguments without a default, sorted."""
 
 
 def ge_version() -> str:
+    """The installed Great Expectations version (``missing`` without one): the cache's key."""
     try:
         return metadata.version("great-expectations")
     except metadata.PackageNotFoundError:
         return "missing"
 
 
-def _cache_dirs() -> list[Path]:
+def cache_dirs() -> list[Path]:
+    """Where the cached catalog may be, in the order tried (the venv's, the user's, a temp dir)."""
     return [Path(sys.prefix) / "share" / "lakehouse", Path.home() / ".cache" / "lakehouse",
             Path(tempfile.gettempdir()) / "lakehouse-cache"]
 
@@ -63,7 +73,7 @@ def build() -> dict[str, Spec]:
 def catalog() -> dict[str, Spec]:
     """The catalog, from the cache of this GE version when there is one."""
     name = f"ge-expectations-{ge_version()}.json"
-    for d in _cache_dirs():
+    for d in cache_dirs():
         try:
             doc = json.loads((d / name).read_text())
             return {k: Spec(k, tuple(v["args"]), tuple(v["required"])) for k, v in doc.items()}
@@ -71,7 +81,7 @@ def catalog() -> dict[str, Spec]:
             continue
     specs = build()
     doc = {k: {"args": list(s.args), "required": list(s.required)} for k, s in specs.items()}
-    for d in _cache_dirs():
+    for d in cache_dirs():
         try:
             d.mkdir(parents=True, exist_ok=True)
             tmp = d / f".{name}.{uuid.uuid4().hex[:8]}"
