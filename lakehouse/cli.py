@@ -501,7 +501,7 @@ def _producer_op(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(obj: tuple[Ctx, str, str], *args: Any, now: str | None, fmt: str | None, **kw: Any) -> Any:
         ctx, table, name = obj
-        from lakehouse.stream.producer import check_name
+        from lakehouse.ingest.producer import check_name
 
         check_name(name)
         at = _parse_now(now)

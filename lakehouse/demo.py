@@ -329,7 +329,7 @@ def _pings(rng: random.Random, gateway: str, start: dt.datetime, minutes: int, p
 def stream_demo(lh: Any, say: Any, day: dt.date) -> bool:
     """Two gateways write driver_pings through rowtime bounds; one stalls, its lease expires, the
     table moves on, its late pings land in rejects; the archive waits for the watermark."""
-    from lakehouse.stream.producer import to_micros
+    from lakehouse.ingest.producer import to_micros
 
     d = lh.definition("driver_pings")
     say(f"\n-- streams: driver_pings from two gateways (producers); lateness {d.stream.allowed_lateness}, "

@@ -230,10 +230,11 @@ class Lakehouse:
                          docs=docs)
 
     def check_history(self, table: str, check_name: str | None = None) -> list[dict[str, Any]]:
-        from lakehouse.quality import check
+        """Every recorded quality result of ``table`` (of one check), oldest first."""
+        from lakehouse.quality import results
 
         self.definition(table)
-        return check.history(self.settings.warehouse, table, check_name)
+        return results.history(self.settings.warehouse, table, check_name)
 
     # -- live store -----------------------------------------------------------------------
 
@@ -274,8 +275,8 @@ class Lakehouse:
     # -- streams --------------------------------------------------------------------------
 
     def table(self, name: str) -> Any:
-        """A table handle: ``lh.table("trips").producer("app")`` (see lakehouse.stream.producer)."""
-        from lakehouse.stream.producer import Table
+        """A table handle: ``lh.table("trips").producer("app")`` (see lakehouse.ingest.producer)."""
+        from lakehouse.ingest.producer import Table
 
         return Table(self, name)
 
@@ -303,8 +304,8 @@ class Lakehouse:
         return describe(StreamStore(p), d, p, clock())
 
     def stream_events(self, table: str) -> list[dict[str, Any]]:
-        from lakehouse.stream.engine import from_micros
         from lakehouse.stream.store import StreamStore
+        from lakehouse.times import from_micros
 
         self.definition(table)
         return [{"kind": e["kind"], "at": from_micros(e["at"]), "producer": e.get("producer"),
@@ -357,7 +358,7 @@ def _clock(now: Any) -> Any:
     """A fixed clock at ``now`` (a datetime or ISO string), or None for the wall clock."""
     if now is None:
         return None
-    from lakehouse.stream.producer import to_micros
+    from lakehouse.ingest.producer import to_micros
 
     t = to_micros(now)
     return lambda: t

@@ -6,6 +6,7 @@ Every instant lakehouse stores or compares is UTC. A naive datetime is taken as 
 from __future__ import annotations
 
 import datetime as dt
+from typing import overload
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -32,9 +33,13 @@ def seconds(t: dt.datetime) -> int:
     return (aware(t) - EPOCH) // dt.timedelta(seconds=1)
 
 
-def from_micros(us: int) -> dt.datetime:
-    """The instant ``us`` microseconds after the epoch."""
-    return EPOCH + dt.timedelta(microseconds=int(us))
+@overload
+def from_micros(us: int) -> dt.datetime: ...
+@overload
+def from_micros(us: None) -> None: ...
+def from_micros(us: int | None) -> dt.datetime | None:
+    """The instant ``us`` microseconds after the epoch (None stays None)."""
+    return None if us is None else EPOCH + dt.timedelta(microseconds=int(us))
 
 
 def from_millis(ms: int) -> dt.datetime:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lakehouse.stream.model import StreamError
-from lakehouse.stream.producer import to_micros
+from lakehouse.ingest.producer import to_micros
 from tests.conftest import CLICKS, Project, cli
 
 pytestmark = pytest.mark.spark
@@ -342,7 +342,7 @@ def test_cli_producer_and_stream(project: Project) -> None:
 
 def test_producer_names_and_bad_rows_are_one_line_errors(spark: Any, project: Project) -> None:
     from lakehouse.errors import InputError
-    from lakehouse.stream.producer import check_name
+    from lakehouse.ingest.producer import check_name
 
     for bad in ("", " x", "x ", "a\nb", "x" * 201, "load"):
         with pytest.raises(InputError):

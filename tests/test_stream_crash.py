@@ -498,7 +498,7 @@ def test_random_interleavings_with_kills_lose_and_double_nothing(spark, tmp_path
     import random
 
     from lakehouse import crashpoints
-    from lakehouse.stream.producer import to_micros
+    from lakehouse.ingest.producer import to_micros
 
     rng = random.Random(seed)
     p = Project(tmp_path / "proj").table(CLICKS).create("clicks")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from lakehouse.stream.model import StreamError
-from lakehouse.stream.producer import to_micros
+from lakehouse.ingest.producer import to_micros
 from tests.stream_reference import RefError, RefStream, mx
 
 pytestmark = pytest.mark.spark

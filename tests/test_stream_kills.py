@@ -41,7 +41,7 @@ import pytest
 
 from lakehouse import delta_log
 from lakehouse.stream.engine import describe
-from lakehouse.stream.producer import to_micros
+from lakehouse.ingest.producer import to_micros
 from lakehouse.stream.store import StreamStore
 from tests.conftest import CLICKS, FAST_JVM, REPO, Project
 from tests.stream_reference import RefError, RefStream, mx

@@ -507,7 +507,7 @@ class ArchiveJob:
     def _gate(self, plan: ArchivePlan, staging: str) -> None:
         """``archive.checks: before_commit``: the table's quality checks on the staged batches;
         a failing one refuses the commit (QualityGateFailed: terminal for the jobs)."""
-        from lakehouse.quality.check import gate
+        from lakehouse.quality.gate import gate
 
         gate(self.spark, self.definition, self._read_staged(staging), cutoff_time(plan.cutoff),
              self.paths.warehouse, self.run_id)

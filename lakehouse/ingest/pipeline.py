@@ -33,7 +33,8 @@ from lakehouse.ingest.tsort import FileTSort
 from lakehouse.live import check_loadable
 from lakehouse.output import format_timestamp
 from lakehouse.storage import is_local
-from lakehouse.stream.engine import Stream, micros
+from lakehouse.stream.engine import Stream
+from lakehouse.times import micros
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class Ingest:
         """The directory as given (a state from before real paths is found by it)."""
         self.store = StateStore(self.paths)
         self.on_batch = on_batch or (lambda r: None)
-        from lakehouse.stream.producer import check_name
+        from lakehouse.ingest.producer import check_name
 
         self.producer = check_name(producer) if producer is not None else self.source
         """The producer this landing directory writes the table's stream as."""

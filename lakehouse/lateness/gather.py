@@ -127,7 +127,7 @@ def profile(definition: TableDefinition, paths: TablePaths, fraction: float, day
     from lakehouse import delta_log
     from lakehouse.errors import TableNotFound
     from lakehouse.lateness.core import profile as build
-    from lakehouse.stream.engine import micros
+    from lakehouse.times import micros
 
     if not (delta_log.exists(paths.live) and delta_log.exists(paths.archive)):
         raise TableNotFound(f"table {definition.name!r} is not created in the warehouse yet; run `lakehouse migrate`")

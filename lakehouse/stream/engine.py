@@ -48,6 +48,7 @@ from lakehouse.stream.model import (
     fmt,
 )
 from lakehouse.stream.store import StreamStore
+from lakehouse.times import from_micros, micros
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -55,20 +56,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def micros(t: dt.datetime) -> int:
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    return (t - EPOCH) // dt.timedelta(microseconds=1)
-
-
-def from_micros(us: int | None) -> dt.datetime | None:
-    return None if us is None else EPOCH + dt.timedelta(microseconds=us)
-
-
 def wall_clock() -> int:
+    """Now, in microseconds since the epoch."""
     return micros(dt.datetime.now(UTC))
 
 
@@ -317,7 +306,7 @@ class Stream:
             b = int(np.searchsorted(times, hi, side="right"))
             day = 86_400_000_000
             for start in np.unique(times[a:b] - times[a:b] % day):
-                days.add((EPOCH + dt.timedelta(microseconds=int(start))).date())
+                days.add(from_micros(int(start)).date())
         good = frames[0]
         for f in frames[1:]:
             good = good.unionByName(f)

@@ -30,13 +30,13 @@ from lakehouse.staging import (
 )
 from lakehouse.storage import join
 from lakehouse.stream.model import DueRejects
+from lakehouse.times import from_micros, micros
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 UTC = dt.timezone.utc
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def rows_folder(staging: str) -> str:
@@ -70,7 +70,7 @@ def rejects_spec(staging: str, sources: list[str], failed: list[int], file_error
     bad rows were staged, its load id and when it was rejected."""
     return {"staging": staging, "sources": list(sources), "failed": sorted(int(i) for i in failed),
             "file_errors": [[s, r] for s, r in file_errors], "bad": int(bad), "load_id": load_id,
-            "at": (at - EPOCH) // dt.timedelta(microseconds=1)}
+            "at": micros(at)}
 
 
 def has_rejects(data: dict[str, Any], late: int) -> bool:
@@ -95,7 +95,7 @@ def _frames(spark: "SparkSession", definition: TableDefinition, due: DueRejects)
     from pyspark.sql import functions as F
 
     d = due.data
-    at = EPOCH + dt.timedelta(microseconds=int(d["at"]))
+    at = from_micros(int(d["at"]))
     load_id = d["load_id"]
     ok = [i for i in range(len(d["sources"])) if i not in set(d["failed"])]
     staged = storage.exists(rows_folder(d["staging"]))
@@ -114,7 +114,7 @@ def _frames(spark: "SparkSession", definition: TableDefinition, due: DueRejects)
             record = F.coalesce(F.col(RAW_COLUMN), F.to_json(F.struct(*[F.col(c) for c in definition.column_names])))
             frames.append(rejects.rows_frame(late, source, F.col(LINE_COLUMN), record, F.lit(rejects.LATE_ROW),
                                              load_id, at, producer=due.producer,
-                                             bound=EPOCH + dt.timedelta(microseconds=int(due.late_below))))
+                                             bound=from_micros(int(due.late_below))))
     files = [(s, r) for s, r in d["file_errors"]]
     if not staged and ok and (d["bad"] or due.late):  # never silently: the loss is a reject of its own
         files.append((d["staging"], f"the staged rows of insert {due.number} of {due.producer!r} were removed "

@@ -22,7 +22,8 @@ from lakehouse import storage
 from lakehouse.errors import InputError, first_line
 from lakehouse.ingest.state import inbox_folder, producer_source
 from lakehouse.storage import join
-from lakehouse.stream.engine import Stream, micros
+from lakehouse.stream.engine import Stream
+from lakehouse.times import micros
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:

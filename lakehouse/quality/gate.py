@@ -1,0 +1,75 @@
+"""The archive's quality gate (``archive.checks: before_commit``): the table's row invariants
+and ``quality:`` expectations on an archive run's staged day batches, before its commit; a
+failing check refuses the commit."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from typing import TYPE_CHECKING
+
+from lakehouse.definitions import TableDefinition
+from lakehouse.errors import QualityGateFailed, first_line
+from lakehouse.quality import gx
+from lakehouse.quality.invariants import count_sql, row_invariants
+from lakehouse.quality.model import CheckResult, Report
+from lakehouse.quality.results import record
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+UTC = dt.timezone.utc
+SAMPLE = gx.SAMPLE
+"""How many offending rows a result shows."""
+
+
+def run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archive: str | None,
+                   stored: str) -> list[CheckResult]:
+    """The row invariants over the views ``view`` (rows in scope), ``archive`` (archived rows
+    with their cutoff) and ``stored`` (every stored row), as check results."""
+    from lakehouse.output import json_value
+
+    out = []
+    for inv in row_invariants(d, view, archive, stored):
+        try:
+            n = int(spark.sql(count_sql(inv)).first()[0])  # type: ignore[index]
+            sample = json_value(spark.sql(f"{inv.rows_sql} LIMIT {SAMPLE}").toArrow().to_pylist()) if n else []
+        except Exception as e:  # noqa: BLE001 - a check that cannot run is a failed result
+            out.append(CheckResult(inv.name, "invariant", False, detail=f"could not run: {first_line(e)}"))
+            continue
+        out.append(CheckResult(inv.name, "invariant", n == 0, observed=n, unexpected_count=n, sample=sample))
+    return out
+
+
+def gate(spark: "SparkSession", d: TableDefinition, staged: "DataFrame", cutoff_at: dt.datetime, warehouse: str,
+         run_id: str) -> Report:
+    """The table's checks on an archive run's staged day batches (before its commit): the row
+    invariants (keys unique, every row before the new cutoff, event_date) and the expectations.
+    Raises QualityGateFailed naming the first failing check and sample rows."""
+    from pyspark.sql import functions as F
+
+    report = Report(d.name, "staged", None, run_id, dt.datetime.now(UTC))
+    tag = f"_lhq_{d.name}_{uuid.uuid4().hex[:6]}"
+    rows = staged.select(*d.visible_columns)
+    rows.createOrReplaceTempView(f"{tag}_rows")
+    rows.withColumn("cutoff_ts", F.lit(cutoff_at).cast("timestamp")).createOrReplaceTempView(f"{tag}_archive")
+    try:
+        report.checks += run_invariants(spark, d, f"{tag}_rows", f"{tag}_archive", f"{tag}_rows")
+        report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.staged", f"tables/{d.name}.yaml",
+                                     docs=True)
+    finally:
+        for n in ("rows", "archive"):
+            spark.catalog.dropTempView(f"{tag}_{n}")
+    report.docs = gx.docs_index(warehouse) if d.quality else None
+    record(warehouse, report, "archive")
+    if not report.ok:
+        bad = report.failed[0]
+        more = f" (and {len(report.failed) - 1} more failing check(s))" if len(report.failed) > 1 else ""
+        sample = json.dumps(bad.sample[:3], default=str)
+        raise QualityGateFailed(
+            f"archive {d.name}: quality check {bad.name} failed on the staged batches "
+            f"({bad.unexpected_count if bad.unexpected_count is not None else '?'} unexpected; sample {sample}){more}; "
+            "nothing was committed and the live rows stay; fix the data or the check "
+            f"(lakehouse check {d.name} --history)")
+    return report
