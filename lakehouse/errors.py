@@ -76,28 +76,19 @@ def one_line(message: str) -> str:
     return " ".join(message.split())
 
 
+_CONFLICTS = frozenset({
+    "ConcurrentAppendException", "ConcurrentDeleteDeleteException", "ConcurrentDeleteReadException",
+    "ConcurrentTransactionException", "ConcurrentWriteException", "MetadataChangedException",
+    "ProtocolChangedException",
+})
+"""Delta's optimistic-concurrency exceptions (delta.exceptions), by class name: a bottom module
+does not import Spark's packages to recognise them."""
+
+
 def is_conflict(e: BaseException) -> bool:
     """True for Delta's optimistic-concurrency conflicts, which a retry can resolve."""
-    try:
-        from delta.exceptions import (
-            ConcurrentAppendException,
-            ConcurrentDeleteDeleteException,
-            ConcurrentDeleteReadException,
-            ConcurrentTransactionException,
-            ConcurrentWriteException,
-            MetadataChangedException,
-            ProtocolChangedException,
-        )
-
-        kinds: tuple[type[BaseException], ...] = (
-            ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
-            ConcurrentTransactionException, ConcurrentWriteException, MetadataChangedException,
-            ProtocolChangedException,
-        )
-        if isinstance(e, kinds):
-            return True
-    except ImportError:  # pragma: no cover - delta-spark is a dependency
-        pass
+    if any(c.__name__ in _CONFLICTS for c in type(e).__mro__):
+        return True
     text = f"{type(e).__name__} {e}"
     return "DELTA_CONCURRENT" in text or "ConcurrentAppendException" in text or "DELTA_METADATA_CHANGED" in text
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse.durations import Duration
+from lakehouse.jobs.attempt import Run
 from lakehouse.jobs.compact import MAX_FILES_PER_DAY, archive_days, live_days, rows_per_file
-from lakehouse.jobs.history import Run
 from lakehouse.jobs.schedule import decide, slot_start
 from lakehouse.layout import DataFile
 

@@ -12,8 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakehouse.stream.model import StreamError
 from lakehouse.ingest.producer import to_micros
+from lakehouse.stream.model import StreamError
 from tests.conftest import CLICKS, Project, cli
 
 pytestmark = pytest.mark.spark

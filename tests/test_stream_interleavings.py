@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from lakehouse.stream.model import StreamError
 from lakehouse.ingest.producer import to_micros
+from lakehouse.stream.model import StreamError
 from tests.stream_reference import RefError, RefStream, mx
 
 pytestmark = pytest.mark.spark

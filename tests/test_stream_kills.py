@@ -40,8 +40,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from lakehouse import delta_log
-from lakehouse.stream.engine import describe
 from lakehouse.ingest.producer import to_micros
+from lakehouse.stream.engine import describe
 from lakehouse.stream.store import StreamStore
 from tests.conftest import CLICKS, FAST_JVM, REPO, Project
 from tests.stream_reference import RefError, RefStream, mx

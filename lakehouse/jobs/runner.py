@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lakehouse.errors import LakehouseError, first_line, is_transient
-from lakehouse.jobs.history import History, Run
+from lakehouse.jobs.attempt import Run
+from lakehouse.jobs.history import History
 from lakehouse.jobs.schedule import JOBS, Decision, decide
 from lakehouse.lease import Lease, LeaseHeld, table_lease, within
 from lakehouse.settings import env_float

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakehouse.durations import Duration
-from lakehouse.jobs.history import Run
+from lakehouse.jobs.attempt import Run
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
