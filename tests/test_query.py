@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse.errors import QueryError
-from lakehouse.query.dialect import Translator, conform, spark_name
+from lakehouse.query.dialect.conform import conform
+from lakehouse.query.dialect.names import spark_name
+from lakehouse.query.dialect.translate import Translator
 from lakehouse.query.duckdb import transpile
 from lakehouse.query.guard import check
 from tests.conftest import HEADER_SMALL, TRIPS_SMALL

@@ -51,7 +51,7 @@ def connect() -> Any:
     """A DuckDB connection with the delta extension and lakehouse's macros; TimeZone = UTC."""
     import duckdb
 
-    from lakehouse.query.dialect import MACROS
+    from lakehouse.query.dialect.macros import MACROS
 
     con = duckdb.connect(":memory:")
     con.execute(f"LOAD '{_lit(delta_extension_path())}'")
@@ -129,7 +129,7 @@ def transpile(sql: str) -> str:
 
 def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]:
     """Each table's visible columns with their Spark types (for the translator)."""
-    from lakehouse.query.dialect import COLUMN_TYPES
+    from lakehouse.query.dialect.types import COLUMN_TYPES
 
     out = {}
     for t in tables:
@@ -143,9 +143,10 @@ def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]
 
 
 def translate(tables: list[TableSource], sql: str) -> Any:
-    """Check one Spark SQL statement and translate it for DuckDB (a dialect.Translation)."""
+    """Check one Spark SQL statement and translate it for DuckDB (a dialect.translate.Translation)."""
     from lakehouse.query import guard
-    from lakehouse.query.dialect import Translator, duck_refuse
+    from lakehouse.query.dialect.refuse import duck_refuse
+    from lakehouse.query.dialect.translate import Translator
 
     checked = guard.check(sql)
     if checked.kind != "query":
@@ -156,7 +157,7 @@ def translate(tables: list[TableSource], sql: str) -> Any:
 
 def describe(tables: list[TableSource], tree: Any) -> pa.Table:
     """``DESCRIBE t`` as Spark answers it for a table's view: col_name, data_type, comment."""
-    from lakehouse.query.dialect import duck_refuse
+    from lakehouse.query.dialect.refuse import duck_refuse
 
     table = tree.this
     plain = tree.args.get("kind") in (None, "TABLE") and not tree.args.get("style") and not any(
@@ -172,7 +173,7 @@ def run(tables: list[TableSource], sql: str, con: Any | None = None, as_of: AsOf
     """Run one read-only Spark SQL statement on DuckDB with Spark's semantics (on the moment
     ``as_of`` pinned); Arrow out."""
     from lakehouse.query import guard
-    from lakehouse.query.dialect import conform
+    from lakehouse.query.dialect.conform import conform
 
     if as_of is not None:
         tables = as_of.sources()

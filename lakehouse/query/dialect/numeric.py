@@ -1,0 +1,100 @@
+"""Rewrites of Spark's arithmetic: ANSI division by zero, exact decimal division and average,
+and rounding of doubles as Spark computes them.
+
+Decimal results are computed on the unscaled integers (HUGEINT) and rounded half up, as Spark's
+BigDecimal does, so that the digits match exactly.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from lakehouse.query.dialect.infer import ChildTypes, Rule
+from lakehouse.query.dialect.macros import call, parse_duckdb
+from lakehouse.query.dialect.refuse import duck_refuse
+from lakehouse.query.dialect.types import FRACTIONAL, INTEGRAL, as_decimal, decimal_of
+
+
+def _unscaled(x: exp.Expression | str, scale: int) -> str:
+    """SQL: a decimal of ``scale`` as the integer of its digits (exact, in HUGEINT)."""
+    sql = x if isinstance(x, str) else x.sql("duckdb", identify=True)
+    return f"CAST(({sql}) * {10 ** scale} AS HUGEINT)"
+
+
+def _decimal_of_unscaled(q: str, p: int, s: int) -> exp.Expression:
+    """SQL: the decimal(p,s) whose digits are the integer ``q`` (exact)."""
+    return parse_duckdb(f"CAST(CAST({q} AS DECIMAL(38,0)) * CAST('1e-{s}' AS DECIMAL({s + 1},{s})) "
+                        f"AS DECIMAL({p},{s}))" if s else f"CAST({q} AS DECIMAL({p},0))")
+
+
+def _div(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    a, b = e.this, e.expression
+    if t is None:
+        raise duck_refuse(f"{e.sql('spark')}", "the types of its operands are not known")
+    if decimal_of(t):
+        da = as_decimal(c.get("this"), a if isinstance(a, exp.Literal) else None)
+        db = as_decimal(c.get("expression"), b if isinstance(b, exp.Literal) else None)
+        if not da or not db:
+            raise duck_refuse(f"{e.sql('spark')}", "decimal division of these types")
+        p, s = decimal_of(t)  # type: ignore[misc]
+        # value = (A / 10^sa) / (B / 10^sb), rounded half up to scale s
+        num = f"{_unscaled(a, da[1])} * {10 ** (db[1] + s)}"
+        den = f"{_unscaled(b, db[1])} * {10 ** da[1]}"
+        return _decimal_of_unscaled(f"lh_div_half_up({num}, {den})", p, s)
+    return exp.Div(this=a, expression=call("lh_nonzero", b))
+
+
+def _intdiv(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    a, b = c.get("this"), c.get("expression")
+    if a not in INTEGRAL or b not in INTEGRAL:
+        raise duck_refuse(f"{e.sql('spark')}", "div of non-integral operands is not translated")
+    return exp.IntDiv(this=e.this, expression=call("lh_nonzero", e.expression))
+
+
+def _mod(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if t is None or decimal_of(t):
+        raise duck_refuse(f"{e.sql('spark')}", "decimal % is not translated")
+    return exp.Mod(this=e.this, expression=call("lh_nonzero", e.expression))
+
+
+def _avg(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if t is None:
+        raise duck_refuse(f"{e.sql('spark')}", "the type of its argument is not known")
+    d = decimal_of(c.get("this"))
+    if not d or e.find_ancestor(exp.Window) is not None:
+        if d:
+            raise duck_refuse("avg(decimal) OVER (...)", "the exact window average is not translated")
+        return None
+    p, s = decimal_of(t)  # type: ignore[misc]
+    x = e.this.sql("duckdb", identify=True)
+    num = f"{_unscaled(f'sum({x})', d[1])} * {10 ** (s - d[1])}"
+    return _decimal_of_unscaled(f"lh_avg_half_up({num}, count({x}))", p, s)
+
+
+def _round(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if c.get("this") not in FRACTIONAL:
+        return None
+    digits = e.args.get("decimals")
+    if digits is not None and not (isinstance(digits, exp.Literal) and digits.name == "0"):
+        raise duck_refuse("round() of a double to decimal places",
+                          "Spark rounds the double's decimal text, DuckDB its binary value")
+    # Spark rounds through BigDecimal and never returns -0.0; adding 0.0 turns -0.0 into 0.0.
+    return exp.Add(this=e.copy(), expression=exp.Literal.number("0.0"))
+
+
+def _floor_ceil(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if c.get("this") in FRACTIONAL and e.args.get("decimals") is None:
+        return exp.Cast(this=e.copy(), to=exp.DataType.build("BIGINT"))  # Spark: a bigint
+    return None
+
+
+RULES: dict[type, Rule] = {
+    exp.Div: _div,
+    exp.IntDiv: _intdiv,
+    exp.Mod: _mod,
+    exp.Avg: _avg,
+    exp.Round: _round,
+    exp.Floor: _floor_ceil,
+    exp.Ceil: _floor_ceil,
+}
+"""The arithmetic rewrites by sqlglot class."""
