@@ -33,6 +33,7 @@ from lakehouse.errors import (
 )
 from lakehouse.physical import columns_from_dicts, create_table, describe, drift
 from lakehouse.settings import Settings
+from lakehouse.sql import spark_ident
 from lakehouse.storage import remove_tree
 from lakehouse.warehouse import TablePaths, history_path
 
@@ -220,7 +221,7 @@ class MigrationContext:
         ddl = ", ".join(f"`{c.name}` {c.type.spark_ddl()}" for c in to_add)
         for path in (p.live, p.archive):
             self._remember(path)
-            self.spark.sql(f"ALTER TABLE delta.`{_quote(path)}` ADD COLUMNS ({ddl})")
+            self.spark.sql(f"ALTER TABLE delta.{spark_ident(path)} ADD COLUMNS ({ddl})")
             self._added.setdefault(path, []).extend(c.name for c in to_add)
 
     def set_archive(self, table: str, *, delay: str | None = None, interval: str | None = None,
@@ -256,7 +257,7 @@ class MigrationContext:
             for k in settings.as_properties():
                 if k not in before:
                     before[k] = None if t is None else t.properties.get(k)
-            self.spark.sql(f"ALTER TABLE delta.`{_quote(path)}` SET TBLPROPERTIES ({props})")
+            self.spark.sql(f"ALTER TABLE delta.{spark_ident(path)} SET TBLPROPERTIES ({props})")
 
     def sql(self, statement: str) -> None:
         """Run a Spark SQL statement (an escape hatch; not rolled back automatically)."""
@@ -324,10 +325,6 @@ class MigrationContext:
             log.info("rolled back %s: dropped columns %s, restored properties %s", path, sorted(added), sorted(props))
 
         with_retries(f"rollback of the migration's changes to {path}", commit)
-
-
-def _quote(path: str) -> str:
-    return path.replace("`", "``")
 
 
 def _load_upgrade(m: Migration) -> Callable[[MigrationContext], None]:

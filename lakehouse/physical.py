@@ -21,6 +21,7 @@ from lakehouse.definitions import (
 )
 from lakehouse.durations import Duration
 from lakehouse.spark.commit import with_retries
+from lakehouse.sql import spark_ident
 from lakehouse.types import ColumnType
 from lakehouse.warehouse import TablePaths
 
@@ -204,7 +205,7 @@ def ensure_properties(spark: "SparkSession", paths: TablePaths, definition: Tabl
             diff = {k: v for k, v in _wanted(definition, part, table).items() if table.properties.get(k) != v}
             if diff:
                 sets = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in diff.items())
-                spark.sql(f"ALTER TABLE delta.`{path.replace('`', '``')}` SET TBLPROPERTIES ({sets})")
+                spark.sql(f"ALTER TABLE delta.{spark_ident(path)} SET TBLPROPERTIES ({sets})")
             return diff
 
         diff, _ = with_retries(f"Delta properties of {definition.name}/{part}", apply)

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.sql import spark_ident
+
 if TYPE_CHECKING:
     from lakehouse.definitions import TableDefinition
 
@@ -62,13 +64,9 @@ def stored_columns(d: "TableDefinition") -> list[tuple[str, str]]:
     return [*((c.name, c.type.name) for c in d.columns), (LOAD_COLUMN, "string")]
 
 
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def value_sql(name: str, type_name: str) -> str:
     """A column's value as hashed: doubles normalized (one NaN, no -0.0), others as they are."""
-    c = quote(name)
+    c = spark_ident(name)
     if type_name == "double":
         return f"CASE WHEN isnan({c}) THEN CAST('NaN' AS DOUBLE) WHEN {c} = 0.0D THEN 0.0D ELSE {c} END"
     return c
@@ -80,7 +78,7 @@ def row_hash_sql(columns: Sequence[tuple[str, str]]) -> str:
         raise ValueError("a row hash needs at least one column")
     args = []
     for name, type_name in columns:
-        args.append(f"isnull({quote(name)})")
+        args.append(f"isnull({spark_ident(name)})")
         args.append(value_sql(name, type_name))
     return f"xxhash64({', '.join(args)})"
 

@@ -16,17 +16,10 @@ from typing import Any
 
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.lateness.core import Arrivals
+from lakehouse.sql import duck_ident, literal_body
 from lakehouse.warehouse import TablePaths
 
 UTC = dt.timezone.utc
-
-
-def _lit(s: str) -> str:
-    return s.replace("'", "''")
-
-
-def _ident(s: str) -> str:
-    return '"' + s.replace('"', '""') + '"'
 
 
 def arrivals(definition: TableDefinition, paths: TablePaths, since_us: int | None = None) -> Arrivals:
@@ -43,7 +36,7 @@ def arrivals(definition: TableDefinition, paths: TablePaths, since_us: int | Non
     assert live is not None and archive is not None
     committed = delta_log.txn_version(paths.live, APP_ID) or 0  # read after live's snapshot: covers its releases
     loads = ledger.read(paths, committed)
-    et, load, day = _ident(definition.event_time), _ident(LOAD_COLUMN), _ident(PARTITION_COLUMN)
+    et, load, day = duck_ident(definition.event_time), duck_ident(LOAD_COLUMN), duck_ident(PARTITION_COLUMN)
 
     def window(alias: str) -> str:
         if since_us is None:
@@ -52,7 +45,7 @@ def arrivals(definition: TableDefinition, paths: TablePaths, since_us: int | Non
         return f"{alias}{day} >= DATE '{since.date().isoformat()}' AND epoch_us({alias}{et}) >= {int(since_us)}"
 
     def scan(path: str, version: int) -> str:
-        return f"delta_scan('{_lit(path)}', version => {int(version)})"
+        return f"delta_scan('{literal_body(path)}', version => {int(version)})"
 
     held = "FALSE"
     with_held = ""

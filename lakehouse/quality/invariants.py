@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.sql import spark_ident
 
 KEYS_UNIQUE = "keys unique across live and archive"
 BEFORE_CUTOFF = "no archive row at or after the cutoff"
@@ -31,14 +32,10 @@ class Invariant:
     """The offending rows (their key, or their event time when the table has none)."""
 
 
-def q(name: str) -> str:
-    return f"`{name}`"
-
-
 def row_invariants(d: TableDefinition, view: str, archive: str | None, stored: str) -> list[Invariant]:
     """The row-level invariants over the given views (``archive`` None: none about the cutoff)."""
-    et = q(d.event_time)
-    keys = ", ".join(q(k) for k in d.primary_key)
+    et = spark_ident(d.event_time)
+    keys = ", ".join(spark_ident(k) for k in d.primary_key)
     ident = keys or et
     out = []
     if d.has_key:

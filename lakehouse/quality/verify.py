@@ -27,6 +27,7 @@ from lakehouse.quality.invariants import SORTED, VECTORS
 from lakehouse.query import TableSource
 from lakehouse.query.compare import compare
 from lakehouse.query.split import current
+from lakehouse.sql import duck_ident, literal_body, spark_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,10 +43,6 @@ class Check:
 
     def as_dict(self) -> dict[str, Any]:
         return {"table": self.table, "check": self.name, "ok": self.ok, "detail": self.detail, **self.values}
-
-
-def _q(name: str) -> str:
-    return f"`{name}`"
 
 
 def _nulls_first_violation(cols: list[str], cur: str, prev: str) -> str:
@@ -65,8 +62,8 @@ def engine_queries(d: TableDefinition, archive_view: str, stored_view: str) -> d
     The invariant, when given, is the column that must be 0 in every result row."""
     from lakehouse.quality.invariants import count_sql, row_invariants
 
-    t = _q(d.name)
-    et = _q(d.event_time)
+    t = spark_ident(d.name)
+    et = spark_ident(d.event_time)
     numeric = [c.name for c in d.columns if c.type.is_numeric]
     qs: dict[str, tuple[str, str | None]] = {
         "rows per day": (f"SELECT event_date, count(*) AS n FROM {t} GROUP BY event_date", None),
@@ -74,10 +71,10 @@ def engine_queries(d: TableDefinition, archive_view: str, stored_view: str) -> d
             f"SELECT event_date, min({et}) AS lo, max({et}) AS hi FROM {t} GROUP BY event_date", None),
     }
     if numeric:
-        sums = ", ".join(f"sum(CAST({_q(c)} AS DOUBLE)) AS {_q('sum_' + c)}" for c in numeric)
+        sums = ", ".join(f"sum(CAST({spark_ident(c)} AS DOUBLE)) AS {spark_ident('sum_' + c)}" for c in numeric)
         qs["sums of numeric columns per day"] = (f"SELECT event_date, {sums} FROM {t} GROUP BY event_date", None)
     if d.has_key:
-        keys = ", ".join(_q(k) for k in d.primary_key)
+        keys = ", ".join(spark_ident(k) for k in d.primary_key)
         qs["distinct keys"] = (f"SELECT count(*) AS n FROM (SELECT DISTINCT {keys} FROM {t}) k", None)
     for inv in row_invariants(d, t, archive_view, stored_view):
         qs[inv.name] = (count_sql(inv), "violations")
@@ -130,17 +127,17 @@ class Verifier:
         live.select(*d.visible_columns).unionByName(arch.select(*d.visible_columns)).createOrReplaceTempView(stored_view)
         # DuckDB views on the same snapshots
         con = duck.connect()
-        con.execute(f"CREATE VIEW {duck._ident(d.name)} AS {duck.view_sql(self.split)}")
-        cols = ", ".join(duck._ident(c) for c in d.visible_columns)
+        con.execute(f"CREATE VIEW {duck_ident(d.name)} AS {duck.view_sql(self.split)}")
+        cols = ", ".join(duck_ident(c) for c in d.visible_columns)
         cut_sql = f"to_timestamp({cutoff})" if cutoff is not None else "CAST(NULL AS TIMESTAMPTZ)"
         con.execute(
-            f"CREATE VIEW {duck._ident(archive_view)} AS SELECT {cols}, {cut_sql} AS cutoff_ts "
-            f"FROM delta_scan('{duck._lit(p.archive)}', version => {arch_snap.version})"
+            f"CREATE VIEW {duck_ident(archive_view)} AS SELECT {cols}, {cut_sql} AS cutoff_ts "
+            f"FROM delta_scan('{literal_body(p.archive)}', version => {arch_snap.version})"
         )
         con.execute(
-            f"CREATE VIEW {duck._ident(stored_view)} AS SELECT {cols} FROM delta_scan('{duck._lit(p.live)}', "
+            f"CREATE VIEW {duck_ident(stored_view)} AS SELECT {cols} FROM delta_scan('{literal_body(p.live)}', "
             f"version => {self.split.live.version}) UNION ALL BY NAME SELECT {cols} FROM "
-            f"delta_scan('{duck._lit(p.archive)}', version => {arch_snap.version})"
+            f"delta_scan('{literal_body(p.archive)}', version => {arch_snap.version})"
         )
         out = []
         for name, (sql, invariant) in engine_queries(d, archive_view, stored_view).items():
@@ -324,10 +321,10 @@ def unsorted_day(d: TableDefinition, paths: list[str]) -> str:
     order = [c for c in d.sort_order if c in d.column_names and c in have]
     if not order:
         return ""
-    files = ", ".join(f"'{duck._lit(p)}'" for p in paths)
-    rank = "CASE filename " + " ".join(f"WHEN '{duck._lit(p)}' THEN {i}" for i, p in enumerate(paths)) + " END"
-    cur = ", ".join(f"{duck._ident(c)} AS cur_{i}" for i, c in enumerate(order))
-    prev = ", ".join(f"lag({duck._ident(c)}) OVER (ORDER BY {rank}, file_row_number) AS prev_{i}"
+    files = ", ".join(f"'{literal_body(p)}'" for p in paths)
+    rank = "CASE filename " + " ".join(f"WHEN '{literal_body(p)}' THEN {i}" for i, p in enumerate(paths)) + " END"
+    cur = ", ".join(f"{duck_ident(c)} AS cur_{i}" for i, c in enumerate(order))
+    prev = ", ".join(f"lag({duck_ident(c)}) OVER (ORDER BY {rank}, file_row_number) AS prev_{i}"
                      for i, c in enumerate(order))
     cond = _nulls_first_violation(order, "cur", "prev")
     sql = (f"SELECT {rank} AS f, file_row_number FROM (SELECT filename, file_row_number, {cur}, {prev} FROM "

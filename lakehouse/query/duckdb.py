@@ -22,6 +22,7 @@ from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import ConfigError, QueryError, first_line
 from lakehouse.query import TableSource
 from lakehouse.query.split import Split
+from lakehouse.sql import duck_ident, literal_body
 
 if TYPE_CHECKING:
     from lakehouse.query.asof import AsOf
@@ -54,7 +55,7 @@ def connect() -> Any:
     from lakehouse.query.dialect.macros import MACROS
 
     con = duckdb.connect(":memory:")
-    con.execute(f"LOAD '{_lit(delta_extension_path())}'")
+    con.execute(f"LOAD '{literal_body(delta_extension_path())}'")
     con.execute("SET TimeZone = 'UTC'")
     for m in MACROS:
         con.execute(m)
@@ -66,32 +67,24 @@ def sandbox(con: Any, tables: list[TableSource]) -> None:
     dirs = [d.rstrip("/") + "/" for t in tables for d in (t.paths.live, t.paths.archive)]
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
-    con.execute(f"SET allowed_directories = [{', '.join(repr(_lit(d)) for d in dirs)}]")
+    con.execute(f"SET allowed_directories = [{', '.join(repr(literal_body(d)) for d in dirs)}]")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
-
-
-def _lit(s: str) -> str:
-    return s.replace("'", "''")
-
-
-def _ident(s: str) -> str:
-    return '"' + s.replace('"', '""') + '"'
 
 
 def view_sql(split: Split) -> str:
     """Render the split view (lakehouse.query.split) as DuckDB SQL on its pinned versions."""
     def side(path: str, version: int, absent: frozenset[str]) -> str:
-        cols = ", ".join(f"CAST(NULL AS {split.column_type(c).duckdb_ddl()}) AS {_ident(c)}" if c in absent
-                         else _ident(c) for c in split.columns)
-        return f"SELECT {cols} FROM delta_scan('{_lit(path)}', version => {int(version)})"
+        cols = ", ".join(f"CAST(NULL AS {split.column_type(c).duckdb_ddl()}) AS {duck_ident(c)}" if c in absent
+                         else duck_ident(c) for c in split.columns)
+        return f"SELECT {cols} FROM delta_scan('{literal_body(path)}', version => {int(version)})"
 
     arch = side(split.source.paths.archive, split.archive.version, split.archive_absent)
     live = side(split.source.paths.live, split.live.version, split.live_absent)
     cutoff, day = split.cutoff, split.cutoff_day
     if cutoff is not None and day is not None:
-        live += (f" WHERE {_ident(PARTITION_COLUMN)} >= DATE '{day.isoformat()}'"
-                 f" AND {_ident(split.event_time)} >= to_timestamp({int(cutoff)})")
+        live += (f" WHERE {duck_ident(PARTITION_COLUMN)} >= DATE '{day.isoformat()}'"
+                 f" AND {duck_ident(split.event_time)} >= to_timestamp({int(cutoff)})")
     return f"{arch} UNION ALL {live}"
 
 
@@ -103,12 +96,12 @@ def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = Non
 
     if as_of is not None:
         for s in as_of.splits:
-            con.execute(f"CREATE OR REPLACE VIEW {_ident(s.name)} AS {view_sql(s)}")
+            con.execute(f"CREATE OR REPLACE VIEW {duck_ident(s.name)} AS {view_sql(s)}")
         return
     for t in tables:
-        con.execute(f"CREATE OR REPLACE VIEW {_ident(t.name)} AS {view_sql(current(t))}")
+        con.execute(f"CREATE OR REPLACE VIEW {duck_ident(t.name)} AS {view_sql(current(t))}")
     con.register("_lh_watermarks", watermarks(tables))
-    con.execute(f"CREATE OR REPLACE TABLE {_ident(WATERMARK_VIEW)} AS SELECT * FROM _lh_watermarks")
+    con.execute(f"CREATE OR REPLACE TABLE {duck_ident(WATERMARK_VIEW)} AS SELECT * FROM _lh_watermarks")
     con.unregister("_lh_watermarks")
 
 
