@@ -49,7 +49,7 @@ $(JARS)/.resolved: $(POM) $(VENV)/.installed
 demo: setup
 	$(BIN)/lakehouse demo --reset
 
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup
@@ -60,9 +60,12 @@ test-fast: setup
 notebooks: setup
 	$(BIN)/python -m tests.notebook_runner --inplace
 
+# ruff (with pydocstyle's rules for public definitions), mypy, and import-linter's contracts
+# (pyproject.toml: the package's layers); `make test` runs it first, so CI holds the layers.
 lint: setup
 	$(BIN)/ruff check lakehouse tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) warehouse .pytest_cache
