@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import pyarrow as pa
-
 from lakehouse import delta_log, migrations, rejects
 from lakehouse.definitions import (
     PARTITION_COLUMN,
@@ -23,8 +21,23 @@ from lakehouse.settings import Settings
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from lakehouse.archive.job import ArchiveResult
+    from lakehouse.archive.reader import DayVector, LookupResult
+    from lakehouse.ingest.load import LoadResult
+    from lakehouse.ingest.pipeline import IngestReport
+    from lakehouse.ingest.producer import Producer, Table
+    from lakehouse.jobs.compact import CompactPlan
+    from lakehouse.jobs.history import Run
+    from lakehouse.jobs.runner import Outcome
+    from lakehouse.jobs.vacuum import VacuumPlan
+    from lakehouse.lateness.core import Profile
+    from lakehouse.quality.check import Report
+    from lakehouse.quality.verify import Check
     from lakehouse.query.asof import AsOf
 
 log = logging.getLogger(__name__)
@@ -79,7 +92,7 @@ class Lakehouse:
 
     # -- engines --------------------------------------------------------------------------
 
-    def spark(self) -> "SparkSession":
+    def spark(self) -> SparkSession:
         """The process's SparkSession (started on first use)."""
         from lakehouse.spark.session import get_spark
 
@@ -143,7 +156,7 @@ class Lakehouse:
 
     # -- archiving ------------------------------------------------------------------------
 
-    def archive(self, table: str, now: Any = None, dry_run: bool = False, allow_future: bool = False) -> Any:
+    def archive(self, table: str, now: Any = None, dry_run: bool = False, allow_future: bool = False) -> ArchiveResult:
         """One archiving run (or its plan, with ``dry_run``). ``now`` more than a minute ahead of
         the wall clock is refused unless ``allow_future`` (a committed cutoff cannot move back)."""
         from lakehouse.archive.job import run_archive
@@ -153,7 +166,7 @@ class Lakehouse:
 
     # -- maintenance ----------------------------------------------------------------------
 
-    def optimize(self, table: str, day: Any = None, dry_run: bool = False) -> Any:
+    def optimize(self, table: str, day: Any = None, dry_run: bool = False) -> CompactPlan:
         """Compact live's small files and rewrite archive days into files of the target size in
         their sorted order (vector files stay valid); a CompactPlan with files and bytes before
         and after."""
@@ -161,7 +174,7 @@ class Lakehouse:
 
         return run_optimize(self.spark, self.settings.warehouse, self.definition(table), day=day, dry_run=dry_run)
 
-    def vacuum(self, table: str, retain: Any = None, dry_run: bool = False, force: bool = False) -> Any:
+    def vacuum(self, table: str, retain: Any = None, dry_run: bool = False, force: bool = False) -> VacuumPlan:
         """Delete files no snapshot within the retention reads (live, archive, rejects), orphaned
         vector files and finished staging; a VacuumPlan of what was (or would be) removed."""
         from lakehouse.durations import Duration
@@ -172,7 +185,7 @@ class Lakehouse:
         return run_vacuum(self.spark, self.settings.warehouse, self.definition(table), retain=retain,
                           dry_run=dry_run, force=force)
 
-    def jobs_run(self, table: str | None = None, now: Any = None, dry_run: bool = False) -> list[Any]:
+    def jobs_run(self, table: str | None = None, now: Any = None, dry_run: bool = False) -> list[Outcome]:
         """One round of scheduled jobs (archive, compaction, VACUUM): run what is due."""
         from lakehouse.jobs.runner import Runner
 
@@ -182,7 +195,7 @@ class Lakehouse:
             now = parse_timestamp(now)
         return Runner(self, now=now).run_once(table, dry_run=dry_run)
 
-    def jobs_history(self, table: str | None = None) -> list[Any]:
+    def jobs_history(self, table: str | None = None) -> list[Run]:
         """Every recorded job attempt, oldest first."""
         from lakehouse.jobs.history import History
 
@@ -190,25 +203,25 @@ class Lakehouse:
             self.definition(table)
         return History(self.settings.warehouse).runs(table)
 
-    def vectors(self, table: str, day: Any, column: str) -> Any:
+    def vectors(self, table: str, day: Any, column: str) -> DayVector:
         from lakehouse.archive.reader import read_day
 
         return read_day(self.definition(table), self.paths(table), column, day)
 
-    def lookup(self, table: str, day: Any, where: list[str]) -> Any:
+    def lookup(self, table: str, day: Any, where: list[str]) -> LookupResult:
         from lakehouse.archive.reader import lookup, parse_where
 
         d = self.definition(table)
         return lookup(d, self.paths(table), day, parse_where(d, where))
 
-    def verify(self, table: str | None = None) -> list[Any]:
+    def verify(self, table: str | None = None) -> list[Check]:
         """Checks on both engines, compared (see lakehouse.quality.verify)."""
         from lakehouse.quality.verify import Verifier
 
         defs = self.definitions()
         if table is not None:
             defs = {table: self.definition(table)}
-        out = []
+        out: list[Check] = []
         for src in sources(self.settings.warehouse, defs):
             out.extend(Verifier(self.spark(), src).run())
         from lakehouse.quality.verify import saved_query_checks
@@ -218,7 +231,7 @@ class Lakehouse:
 
     # -- quality --------------------------------------------------------------------------
 
-    def check(self, table: str, scope: str = "all", day: Any = None, docs: bool = True) -> Any:
+    def check(self, table: str, scope: str = "all", day: Any = None, docs: bool = True) -> Report:
         """The table's quality checks: built-in invariants and its GE suite (see lakehouse.quality.check)."""
         from lakehouse.live import check_loadable
         from lakehouse.quality import check
@@ -238,14 +251,14 @@ class Lakehouse:
 
     # -- live store -----------------------------------------------------------------------
 
-    def load(self, table: str, files: list[str], fmt: str | None = None, force: bool = False) -> Any:
+    def load(self, table: str, files: list[str], fmt: str | None = None, force: bool = False) -> LoadResult:
         """Load files into a table's live store (a one-shot ingest; see lakehouse.ingest.load)."""
         from lakehouse.ingest.load import Load
 
         return Load(self.spark, self.settings.warehouse, self.definition(table)).run(files, fmt, force=force)
 
     def ingest(self, table: str, source: str, watch: bool = False, drain: bool = False, dry_run: bool = False,
-               stop: Any = None, on_batch: Any = None, on_start: Any = None, producer: str | None = None) -> Any:
+               stop: Any = None, on_batch: Any = None, on_start: Any = None, producer: str | None = None) -> IngestReport:
         """Take files from a landing directory into live (see lakehouse.ingest.pipeline)."""
         from lakehouse.ingest.pipeline import Ingest
 
@@ -264,7 +277,7 @@ class Lakehouse:
         self.definition(table)
         return rejects.read(self.settings.warehouse, table)
 
-    def lateness(self, table: str, fraction: float = 0.999, days: int | None = None, now: Any = None) -> Any:
+    def lateness(self, table: str, fraction: float = 0.999, days: int | None = None, now: Any = None) -> Profile:
         """How late ``table``'s rows arrive, the late path, rows rejected late and the archive
         delay that keeps ``fraction`` of the rows out of the late path (a
         ``lakehouse.lateness.core.Profile``; ``days``: the last N days of event time; no Spark)."""
@@ -274,13 +287,13 @@ class Lakehouse:
 
     # -- streams --------------------------------------------------------------------------
 
-    def table(self, name: str) -> Any:
+    def table(self, name: str) -> Table:
         """A table handle: ``lh.table("trips").producer("app")`` (see lakehouse.ingest.producer)."""
         from lakehouse.ingest.producer import Table
 
         return Table(self, name)
 
-    def producer(self, table: str, name: str, now: Any = None) -> Any:
+    def producer(self, table: str, name: str, now: Any = None) -> Producer:
         """Producer ``name`` of ``table``; ``now`` fixes its clock (replays, tests)."""
         return self.table(table).producer(name, clock=_clock(now))
 
@@ -334,7 +347,7 @@ class Lakehouse:
             return duck.run(tables, sql, as_of=pinned)
         raise QueryError(f"unknown engine {engine!r} (expected spark or duckdb)")
 
-    def as_of(self, sql: str, value: Any) -> "AsOf":
+    def as_of(self, sql: str, value: Any) -> AsOf:
         """The moment ``value`` names (archive version or timestamp) and the versions of every
         table ``sql`` reads at it (a lakehouse.query.asof.AsOf; no Spark)."""
         from lakehouse.query.asof import resolve
@@ -354,7 +367,7 @@ class Lakehouse:
         return [SavedQuery(p.stem, p, p.read_text(encoding="utf-8")) for p in sorted(qdir.glob("*.sql"))]
 
 
-def _clock(now: Any) -> Any:
+def _clock(now: Any) -> Callable[[], int] | None:
     """A fixed clock at ``now`` (a datetime or ISO string), or None for the wall clock."""
     if now is None:
         return None

@@ -15,7 +15,7 @@ import datetime as dt
 from typing import Any
 
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
-from lakehouse.lateness.core import Arrivals
+from lakehouse.lateness.core import Arrivals, Profile
 from lakehouse.sql import duck_ident, literal_body
 from lakehouse.warehouse import TablePaths
 
@@ -115,8 +115,8 @@ def rejected_late(paths: TablePaths, since_us: int | None = None) -> dict[str, i
 
 
 def profile(definition: TableDefinition, paths: TablePaths, fraction: float, days: int | None = None,
-            now: dt.datetime | None = None) -> Any:
-    """The lateness profile (``lakehouse.lateness.core.Profile``) of one table."""
+            now: dt.datetime | None = None) -> Profile:
+    """The lateness profile of one table (no Spark)."""
     from lakehouse import delta_log
     from lakehouse.errors import TableNotFound
     from lakehouse.lateness.core import profile as build
