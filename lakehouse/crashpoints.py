@@ -15,6 +15,7 @@ ENV = "LAKEHOUSE_CRASH_AT"
 
 
 def armed() -> str | None:
+    """The crash point armed in this process's environment (None when none is)."""
     return os.environ.get(ENV) or None
 
 

@@ -34,6 +34,8 @@ FIELDS = ("trip_id", "city_id", "driver_id", "rider_id", "status", "vehicle_type
 
 @dataclass
 class DemoFiles:
+    """The demo's generated input files and what they hold (rows, bad rows, upserts)."""
+
     files: list[Path]
     rows_written: int
     bad_rows: int

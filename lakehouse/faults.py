@@ -22,6 +22,8 @@ FAULTS = ("drop_row", "dup_row", "change_value")
 
 
 def armed() -> str | None:
+    """The fault armed in this process's environment (None when none is); ConfigError for an
+    unknown one."""
     import os
 
     fault = os.environ.get(ENV) or None

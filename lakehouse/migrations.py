@@ -58,6 +58,8 @@ class Migration:
 
 @dataclass(frozen=True)
 class AppliedMigration:
+    """A migration as the warehouse's migration history records it (with its checksum then)."""
+
     version: int
     name: str
     checksum: str
@@ -165,6 +167,7 @@ class MigrationContext:
         return self._spark_factory()
 
     def paths(self, table: str) -> TablePaths:
+        """Where ``table``'s data lives in the warehouse."""
         return TablePaths(self.settings.warehouse, table)
 
     def _definition(self, table: str) -> TableDefinition:
@@ -344,6 +347,9 @@ def _load_upgrade(m: Migration) -> Callable[[MigrationContext], None]:
 
 @dataclass
 class MigrateResult:
+    """What ``lakehouse migrate`` did: migrations applied, still pending (with ``--dry-run``), and
+    the differences left between tables and their definitions."""
+
     applied: list[str]
     pending: list[str]
     drift: list[str]

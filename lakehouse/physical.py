@@ -221,6 +221,8 @@ def _sql_string(v: str) -> str:
 
 @dataclass(frozen=True)
 class PhysicalColumn:
+    """A column as a Delta log's schema has it: its name, type name and nullability."""
+
     name: str
     type: str
     nullable: bool
@@ -237,6 +239,7 @@ class PhysicalTable:
     properties: dict[str, str]
 
     def column(self, name: str) -> PhysicalColumn | None:
+        """The column called ``name`` (None when the table has none)."""
         return next((c for c in self.columns if c.name == name), None)
 
 

@@ -67,6 +67,7 @@ class TableState:
     the next run that succeeds; None when the last run succeeded."""
 
     def as_dict(self) -> dict[str, Any]:
+        """The table's row of ``lakehouse tables --json`` (``last_error`` only while archiving fails)."""
         doc = {
             "name": self.name, "live_rows": self.live_rows, "archive_rows": self.archive_rows,
             "cutoff": self.cutoff, "bound": self.bound, "watermark": self.watermark, "staged": self.staged,
@@ -79,6 +80,8 @@ class TableState:
 
 @dataclass(frozen=True)
 class SavedQuery:
+    """A saved query of the project: ``queries/<name>.sql``."""
+
     name: str
     path: Path
     sql: str
@@ -101,20 +104,25 @@ class Lakehouse:
     # -- definitions ----------------------------------------------------------------------
 
     def definitions(self) -> dict[str, TableDefinition]:
+        """Every table of the project, by name (from tables/*.yaml)."""
         return load_definitions(self.settings.tables_dir)
 
     def definition(self, table: str) -> TableDefinition:
+        """The definition of ``table`` (TableNotFound when tables/ has none)."""
         return get_definition(self.settings.tables_dir, table)
 
     def paths(self, table: str) -> TablePaths:
+        """Where ``table``'s data lives in the warehouse."""
         return TablePaths(self.settings.warehouse, table)
 
     # -- migrations -----------------------------------------------------------------------
 
     def migrate(self, dry_run: bool = False) -> migrations.MigrateResult:
+        """Apply the pending migrations, then check the tables against their definitions."""
         return migrations.migrate(self.settings, self.spark, dry_run=dry_run)
 
     def migration_status(self) -> migrations.MigrationStatus:
+        """The applied and pending migrations, and the problems found comparing them."""
         return migrations.status(self.settings)
 
     # -- tables ---------------------------------------------------------------------------
@@ -204,11 +212,14 @@ class Lakehouse:
         return History(self.settings.warehouse).runs(table)
 
     def vectors(self, table: str, day: Any, column: str) -> DayVector:
+        """One column's vector of one archive day (for the committed cutoff; no Spark)."""
         from lakehouse.archive.reader import read_day
 
         return read_day(self.definition(table), self.paths(table), column, day)
 
     def lookup(self, table: str, day: Any, where: list[str]) -> LookupResult:
+        """The record range of archive ``day`` whose sort columns equal ``where`` (``C=V`` items on a
+        prefix of them), found in the vector files (no Spark)."""
         from lakehouse.archive.reader import lookup, parse_where
 
         d = self.definition(table)
@@ -274,6 +285,7 @@ class Lakehouse:
         return read_log(self.settings.warehouse, table, source)
 
     def rejects(self, table: str) -> list[dict[str, Any]]:
+        """The rejected rows of ``table``, oldest first."""
         self.definition(table)
         return rejects.read(self.settings.warehouse, table)
 
@@ -317,6 +329,7 @@ class Lakehouse:
         return describe(StreamStore(p), d, p, clock())
 
     def stream_events(self, table: str) -> list[dict[str, Any]]:
+        """The events of ``table``'s stream (attach, bound, insert, release, ...), oldest first."""
         from lakehouse.stream.store import StreamStore
         from lakehouse.times import from_micros
 
@@ -361,6 +374,7 @@ class Lakehouse:
         return s, d, compare_mod.compare_json(s, d)
 
     def saved_queries(self) -> list[SavedQuery]:
+        """The project's saved queries (queries/*.sql), by name."""
         qdir = self.settings.queries_dir
         if not qdir.is_dir():
             return []

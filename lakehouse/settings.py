@@ -26,14 +26,17 @@ class Settings:
 
     @property
     def tables_dir(self) -> Path:
+        """``<project>/tables``: one YAML definition per table."""
         return self.project / "tables"
 
     @property
     def migrations_dir(self) -> Path:
+        """``<project>/migrations``: the migration scripts, applied in order."""
         return self.project / "migrations"
 
     @property
     def queries_dir(self) -> Path:
+        """``<project>/queries``: saved queries, one ``.sql`` file each."""
         return self.project / "queries"
 
     @classmethod

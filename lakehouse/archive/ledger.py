@@ -89,10 +89,12 @@ def hash_sum_sql(row_hash: str) -> str:
 
 
 def columns_text(columns: Sequence[str]) -> str:
+    """The ledger's ``columns`` field: the hashed columns, comma-separated."""
     return ",".join(columns)
 
 
 def columns_of(text: str) -> list[str]:
+    """The column names a ledger row's ``columns`` field lists (``columns_text`` reversed)."""
     return [c for c in text.split(",") if c]
 
 
@@ -102,6 +104,7 @@ def fold(total: Any) -> int:
 
 
 def hex64(x: int) -> str:
+    """A checksum as the 16 hex digits the ledger and commit metadata store."""
     return f"{x % MOD:016x}"
 
 
@@ -124,10 +127,12 @@ class Figures:
 
     @classmethod
     def of(cls, rows: Any, hash_sum: Any) -> "Figures":
+        """Figures from a count and a hash sum as an aggregate returns them (None for no rows)."""
         return cls(int(rows or 0), fold(hash_sum))
 
     @classmethod
     def of_hashes(cls, hashes: Iterable[int]) -> "Figures":
+        """Figures of the given row hashes."""
         n = total = 0
         for h in hashes:
             n += 1
@@ -141,6 +146,7 @@ class Figures:
         return Figures(self.rows - other.rows, (self.checksum - other.checksum) % MOD)
 
     def text(self) -> str:
+        """The figures for a message: ``N rows, checksum <hex>``."""
         return f"{self.rows} rows, checksum {hex64(self.checksum)}"
 
 
@@ -154,14 +160,17 @@ class DayInput:
 
     @property
     def inflow(self) -> Figures:
+        """The rows going into the day's batch: live rows taken plus archive rows kept."""
         return self.live + self.kept
 
     @property
     def existing(self) -> Figures:
+        """The day's archive rows before the run: kept plus replaced."""
         return self.kept + self.replaced
 
 
 def describe_input(i: DayInput) -> str:
+    """What a day takes in, for a conservation message (rows by origin and the checksum)."""
     return (f"in {i.inflow.rows} rows ({i.live.rows} live + {i.kept.rows} kept, {i.replaced.rows} replaced), "
             f"checksum {hex64(i.inflow.checksum)}")
 
@@ -227,33 +236,41 @@ class LedgerRow:
 
     @property
     def live(self) -> Figures:
+        """The live rows the run took for the day."""
         return Figures(self.rows_live, unhex64(self.checksum_live))
 
     @property
     def kept(self) -> Figures:
+        """The day's archive rows the run kept (no live row replaced their key)."""
         return Figures(self.rows_kept, unhex64(self.checksum_kept))
 
     @property
     def replaced(self) -> Figures:
+        """The day's archive rows replaced by live rows of the same key."""
         return Figures(self.rows_replaced, unhex64(self.checksum_replaced))
 
     @property
     def inflow(self) -> Figures:
+        """The rows the run put into the day's batch (live + kept)."""
         return Figures(self.rows_live + self.rows_kept, unhex64(self.checksum_in))
 
     @property
     def out(self) -> Figures:
+        """The rows the run staged and read back before its commit."""
         return Figures(self.rows_out, unhex64(self.checksum_out))
 
     @property
     def existing(self) -> Figures:
+        """The day's archive rows before the run (kept + replaced)."""
         return self.kept + self.replaced
 
     def record(self) -> dict[str, Any]:
+        """The row as a record of the ledger table (one value per field)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_record(cls, r: Mapping[str, Any]) -> "LedgerRow":
+        """A row from a ledger table record (fields the row does not know are ignored)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in r.items() if k in names})
 
@@ -266,6 +283,7 @@ def ledger_row(
     previous_cutoff: int | None = None, kind: str = "run", run_id: str = "", columns: Sequence[str] = (),
     recorded: dt.datetime | None = None,
 ) -> LedgerRow:
+    """The ledger row of one day of a run, from its input and output figures."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     return LedgerRow(
@@ -302,6 +320,7 @@ class CommitFigures:
     spec: str = SPEC
 
     def rows(self, archive_version: int, kind: str = "run", recorded: dt.datetime | None = None) -> list[LedgerRow]:
+        """One ledger row per day of the commit, at archive version ``archive_version``."""
         return [ledger_row(self.cutoff, d, i, o, archive_version, previous_cutoff=self.previous_cutoff, kind=kind,
                            run_id=self.run_id, columns=self.columns, recorded=recorded)
                 for d, i, o in self.days]

@@ -46,6 +46,7 @@ HISTORY_LIMIT = 1000
 
 
 def schema() -> "pa.Schema":
+    """The Arrow schema of the ledger table (one column per ``LedgerRow`` field)."""
     import pyarrow as pa
 
     i64, s = pa.int64(), pa.string()
@@ -61,6 +62,7 @@ def schema() -> "pa.Schema":
 
 
 def hash_column(columns: list[tuple[str, str]]) -> "Any":
+    """A Spark column computing each row's hash over ``(column, type name)`` pairs."""
     from pyspark.sql import functions as F
 
     return F.expr(row_hash_sql(columns))
@@ -110,6 +112,7 @@ def ledger_cutoff(paths: TablePaths) -> int | None:
 
 
 def read_rows(paths: TablePaths) -> list[LedgerRow]:
+    """Every row of the table's ledger (none before the first ledger write)."""
     if not delta_log.exists(paths.ledger):
         return []
     return [LedgerRow.from_record(r) for r in delta_log.scan(paths.ledger).to_pylist()]

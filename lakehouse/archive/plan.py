@@ -89,6 +89,7 @@ class ArchivePlan:
         return self.previous_cutoff is None or self.cutoff > self.previous_cutoff
 
     def as_dict(self) -> dict[str, object]:
+        """The plan as a JSON document (``lakehouse archive --dry-run --json``)."""
         return {
             "table": self.table,
             "now": self.now,
@@ -131,6 +132,7 @@ def _balanced_or(terms: list[str]) -> str:
 
 
 def date_literal(day: dt.date) -> str:
+    """A Spark SQL date literal, zero-padded for every year (``DATE'0999-01-02'``)."""
     return f"DATE'{day.year:04d}-{day.month:02d}-{day.day:02d}'"
 
 

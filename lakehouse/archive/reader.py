@@ -18,6 +18,8 @@ from lakehouse.warehouse import TablePaths
 
 @dataclass(frozen=True)
 class DayVector:
+    """One column's vector file of one archive day, read: runs (a sort column) or plain values."""
+
     column: str
     day: dt.date
     file: str
@@ -30,6 +32,7 @@ class DayVector:
 
 
 def committed_cutoff(paths: TablePaths) -> int | None:
+    """The archive's committed cutoff, from its Delta log (None before the first archiving run)."""
     snap = read_snapshot(paths.archive)
     return None if snap is None else snap.cutoff
 
@@ -228,6 +231,8 @@ def parse_where(definition: TableDefinition, items: list[str]) -> list[Any]:
 
 @dataclass(frozen=True)
 class LookupResult:
+    """The answer of a lookup: the matching record range and how much of the vectors it read."""
+
     range: rle.Range
     touched: int
     """Vector entries read by the binary search."""

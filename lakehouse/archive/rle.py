@@ -187,10 +187,12 @@ class RunColumn:
         self.n = runs.num_rows
 
     def acc(self, i: int) -> int:
+        """The accumulative count of run ``i`` (records up to and including it), counted as touched."""
         self.touched += 1
         return int(self._acc[i].as_py())
 
     def value(self, i: int) -> Any:
+        """The value of run ``i``, counted as touched."""
         self.touched += 1
         return self._values[i].as_py()
 
@@ -224,6 +226,7 @@ class Range:
 
     @property
     def count(self) -> int:
+        """How many records the range holds."""
         return self.end - self.start
 
 

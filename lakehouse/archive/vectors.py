@@ -47,6 +47,7 @@ def day_digits(day: dt.date) -> str:
 
 
 def vector_name(day: dt.date, cutoff: int) -> str:
+    """A vector file's name: ``YYYYMMDD-<cutoff>`` (``parse_name`` reverses it)."""
     return f"{day_digits(day)}-{int(cutoff)}"
 
 
@@ -65,6 +66,8 @@ def parse_name(name: str) -> tuple[dt.date, int] | None:
 
 @dataclass(frozen=True)
 class VectorFile:
+    """A vector file found under ``vectors/``: its column, day, the run's cutoff and its URI."""
+
     column: str
     day: dt.date
     cutoff: int
@@ -183,6 +186,7 @@ def list_files(vectors_root: str, columns: Iterable[str] | None = None) -> tuple
 
 
 def delete(paths: Iterable[str], vectors_root: str) -> int:
+    """Delete the vector files at ``paths`` (URIs; files already gone are skipped); how many went."""
     n = 0
     for uri in paths:
         fs, p = filesystem(uri)
@@ -210,11 +214,13 @@ class Encoding:
     vector_columns: tuple[str, ...]
 
     def key(self) -> str:
+        """The encoding as canonical JSON: equal keys mean equal encodings (stored in file metadata)."""
         return json.dumps({"sort_columns": list(self.sort_columns),
                            "vector_columns": sorted(self.vector_columns)}, separators=(",", ":"))
 
     @classmethod
     def parse(cls, text: str | bytes | None) -> "Encoding | None":
+        """The encoding a key (``key()``) records; None when there is none or it does not parse."""
         if not text:
             return None
         try:
@@ -224,6 +230,7 @@ class Encoding:
             return None
 
     def describe(self) -> str:
+        """The encoding for a message: its sort columns and vector columns."""
         return f"sort columns [{', '.join(self.sort_columns)}], vectors for [{', '.join(self.vector_columns)}]"
 
     def reads(self, current: "Encoding", column: str) -> str | None:
@@ -240,6 +247,7 @@ class Encoding:
 
 
 def file_metadata(day: dt.date, cutoff: int, encoding: Encoding | None) -> dict[bytes, bytes]:
+    """A vector file's schema metadata: its day, the run's cutoff and the encoding."""
     out = {META_DAY: day.isoformat().encode(), META_CUTOFF: str(int(cutoff)).encode()}
     if encoding is not None:
         out[META_ENCODING] = encoding.key().encode()
@@ -277,18 +285,21 @@ class AtomicIpcWriter:
         self.schema = schema
 
     def write(self, table: pa.Table) -> None:
+        """Append ``table``'s rows (cast to the file's schema when it differs; empty tables skipped)."""
         if table.num_rows:
             if table.schema.remove_metadata() != self.schema.remove_metadata():
                 table = table.cast(self.schema)
             self._writer.write_table(table.replace_schema_metadata(self.schema.metadata))
 
     def commit(self) -> str:
+        """Close the file and move it to its final name; the final path."""
         self._writer.close()
         self._sink.close()
         self.fs.move(self.temp, self.final)
         return self.final
 
     def abort(self) -> None:
+        """Close and delete the temporary file (nothing is left under the final name)."""
         try:
             self._writer.close()
             self._sink.close()

@@ -194,6 +194,11 @@ class BatchRunner:
         """Blocks planned when the files were taken (a recovered batch plans again)."""
 
     def execute(self, state: IngestState, batch: Batch, recovered: bool = False) -> BatchResult:
+        """Take one batch to the end: stage its files with Spark (unless an earlier attempt left its
+        manifest), register the good rows as the producer's insert with its rejects, and record each
+        file's outcome in the state. Repeatable after a crash (``recovered``: an interrupted run's
+        batch; its files are planned again and checked). A staging failure is raised, and after
+        MAX_STAGE_ATTEMPTS the batch's files are failed instead."""
         started = time.monotonic()
         app = state.app_id
         staging = join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}")

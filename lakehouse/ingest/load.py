@@ -81,22 +81,27 @@ class LoadResult:
 
     @property
     def rows_loaded(self) -> int:
+        """Rows of the load's batches that went in (after late rows were rejected)."""
         return sum(b.rows for b in self.batches)
 
     @property
     def rows_rejected(self) -> int:
+        """Rows of the load's batches rejected: bad rows and late rows (whole files: ``files_rejected``)."""
         return sum(b.rows_rejected for b in self.batches)
 
     @property
     def rows_inserted(self) -> int:
+        """Rows the releases during the load inserted into live (new keys)."""
         return sum(b.rows_inserted for b in self.batches)
 
     @property
     def rows_updated(self) -> int:
+        """Rows the releases during the load replaced in live (keys already there)."""
         return sum(b.rows_updated for b in self.batches)
 
     @property
     def files_rejected(self) -> list[FileResult]:
+        """Files rejected whole, with the reason in ``error`` (rejects holds them with it)."""
         return [f for f in self.files if f.error]
 
     @property
@@ -107,6 +112,7 @@ class LoadResult:
 
     @property
     def files_skipped(self) -> list[FileResult]:
+        """Files not loaded because this producer loaded the same content before."""
         return [f for f in self.files if f.skipped]
 
     @property
@@ -115,6 +121,7 @@ class LoadResult:
         return [b for b in self.batches if b.recovered]
 
     def as_dict(self) -> dict[str, Any]:
+        """The JSON document of ``lakehouse load --json``."""
         return {
             "rows_loaded": self.rows_loaded,
             "rows_rejected": self.rows_rejected,

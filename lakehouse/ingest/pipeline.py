@@ -65,17 +65,21 @@ class IngestReport:
 
     @property
     def rows(self) -> int:
+        """Rows the run's batches took in."""
         return sum(b.rows for b in self.batches)
 
     @property
     def rows_rejected(self) -> int:
+        """Rows the run's batches rejected."""
         return sum(b.rows_rejected for b in self.batches)
 
     @property
     def files_ingested(self) -> int:
+        """Files the run's batches took in (files failed whole not counted)."""
         return sum(len(b.files) - len(b.failed) for b in self.batches)
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document of ``lakehouse ingest --json``."""
         return {
             "table": self.table, "source": self.source, "dry_run": self.dry_run,
             "new": self.new, "late": self.late,

@@ -81,6 +81,7 @@ class Producer:
     # -- operations -------------------------------------------------------------------------------
 
     def attach(self, bound: Any = None) -> "Producer":
+        """Attach to the table's stream (holding its watermark) at ``bound`` (a datetime or ISO string)."""
         self.stream.attach(self.name, None if bound is None else to_micros(bound))
         return self
 
@@ -89,9 +90,11 @@ class Producer:
         self.stream.assert_bound(self.name, to_micros(t))
 
     def heartbeat(self) -> None:
+        """Renew the producer's lease without inserting (it keeps holding the watermark)."""
         self.stream.heartbeat(self.name)
 
     def detach(self) -> None:
+        """Leave the stream: stop holding the watermark (what the producer held back can be released)."""
         self.stream.detach(self.name)
 
     def insert_files(self, files: list[str], input_format: str | None = None, force: bool = False,
@@ -182,6 +185,7 @@ class Table:
         self.definition = lakehouse.definition(name)
 
     def producer(self, name: str, bound: Any = None, clock: Callable[[], int] | None = None) -> Producer:
+        """Producer ``name`` of this table (``clock``: a fixed clock in micros, for replays and tests)."""
         return Producer(self.lakehouse.spark, self.lakehouse.settings.warehouse, self.definition, name,
                         clock=clock, bound=bound)
 

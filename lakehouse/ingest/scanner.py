@@ -31,6 +31,7 @@ class Listed:
 
     @property
     def mtime(self) -> dt.datetime:
+        """The file's modification time (UTC, whole microseconds)."""
         return dt.datetime.fromtimestamp(self.mtime_ns // 1000 / 1e6, UTC).replace(
             microsecond=(self.mtime_ns // 1000) % 1_000_000)
 

@@ -128,10 +128,12 @@ class FileEntry:
 
     @property
     def t(self) -> T:
+        """The file's T: its implied time and name (the order ingest takes files in)."""
         assert self.implied_time is not None
         return T(self.implied_time, self.name)
 
     def to_json(self) -> dict[str, Any]:
+        """The entry as stored in the state document (timestamps as ISO strings)."""
         d = asdict(self)
         d["implied_time"] = _ts(self.implied_time)
         d["seen_at"] = _ts(self.seen_at)
@@ -139,6 +141,7 @@ class FileEntry:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "FileEntry":
+        """An entry from the state document (``to_json`` reversed)."""
         d = dict(d)
         d["implied_time"] = _parse_ts(d.get("implied_time"))
         d["seen_at"] = _parse_ts(d.get("seen_at"))
@@ -157,11 +160,13 @@ class Batch:
     """Failed attempts to stage the batch (after a few, its files are failed, not retried)."""
 
     def to_json(self) -> dict[str, Any]:
+        """The batch as stored in the state document."""
         return {"number": self.number, "files": self.files, "failed": [list(f) for f in self.failed],
                 "attempts": self.attempts}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Batch":
+        """A batch from the state document (``to_json`` reversed)."""
         return cls(d["number"], list(d["files"]), [(a, b) for a, b in d.get("failed", [])],
                    int(d.get("attempts", 0)))
 
@@ -186,6 +191,7 @@ class IngestState:
 
     @property
     def key(self) -> str:
+        """The key naming this source's state file and its commits (``source_key``, or a legacy key)."""
         return self.key_override or source_key(self.source)
 
     @property
@@ -211,6 +217,7 @@ class IngestState:
                       key=lambda f: f.seq)
 
     def next_seq(self) -> int:
+        """The sequence number the next newly seen file gets."""
         return max((f.seq for f in self.files.values()), default=0) + 1
 
     def log(self) -> list[FileEntry]:
@@ -218,6 +225,7 @@ class IngestState:
         return sorted(self.files.values(), key=lambda f: f.seq)
 
     def to_json(self) -> dict[str, Any]:
+        """The state document written to ``_ingest/<key>.json``."""
         return {
             "format": FORMAT_VERSION,
             "key": self.key,
@@ -232,6 +240,7 @@ class IngestState:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "IngestState":
+        """A state from its document (``to_json`` reversed)."""
         tr = d.get("t_read")
         files = [FileEntry.from_json(f) for f in d.get("files", [])]
         return cls(
@@ -254,9 +263,12 @@ class StateStore:
         self.folder = join(paths.root, "_ingest")
 
     def path(self, source: str) -> str:
+        """The state file of ``source``: ``<table>/_ingest/<key>.json``."""
         return join(self.folder, f"{source_key(source)}.json")
 
     def load(self, source: str) -> IngestState:
+        """The state of ``source`` (a fresh one when it has none; a legacy file is renamed first);
+        LakehouseError for an unreadable, corrupt or other-format state."""
         path = self.path(source)
         full = canonical_source(source)
         if not is_files_source(source) and not storage.exists(path):
@@ -281,6 +293,7 @@ class StateStore:
             raise LakehouseError(f"{path}: corrupt ingest state: {e!r}") from None
 
     def save(self, state: IngestState) -> None:
+        """Write ``state`` to its file (atomically)."""
         write_json(self.path(state.source), state.to_json())
 
     def all(self) -> list[IngestState]:

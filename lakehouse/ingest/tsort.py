@@ -42,6 +42,7 @@ class FileTSort:
 
     @property
     def ordered(self) -> bool:
+        """Whether files are taken in T order (a delay is set) or as they come."""
         return self.delay_ms >= 0
 
     def is_late(self, t: T) -> bool:

@@ -46,6 +46,7 @@ MAX_FILES_PER_DAY = 999
 # -- plan (pure) ------------------------------------------------------------------------------------
 
 def small(f: DataFile, target: int) -> bool:
+    """Whether a data file counts as small: below half the target file size."""
     return f.size < target // 2
 
 
@@ -95,6 +96,7 @@ def rows_per_file(rows: int, size: int, target: int) -> int:
 
 
 def human_bytes(n: int) -> str:
+    """A byte count for people: ``512B``, ``1.5KB``, ``3.2MB``, ``1.0GB``."""
     for unit in ("B", "KB", "MB", "GB"):
         if abs(n) < 1024 or unit == "GB":
             return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
@@ -125,6 +127,7 @@ class PartPlan:
     version_after: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The part's section of ``lakehouse optimize --json`` (``live`` or ``archive``)."""
         return {
             "days": [d.isoformat() for d in self.days],
             "why": {d.isoformat(): w for d, w in self.days.items()},
@@ -151,6 +154,8 @@ def _part_plan(part: str, lay: Layout, days: dict[dt.date, str], skipped: dict[d
 
 @dataclass
 class CompactPlan:
+    """What ``lakehouse optimize`` does (or did) to a table: the plan of each part, then its result."""
+
     table: str
     target: int
     live: PartPlan
@@ -161,9 +166,11 @@ class CompactPlan:
 
     @property
     def empty(self) -> bool:
+        """Whether neither live nor archive has a day to compact."""
         return not self.live.days and not self.archive.days
 
     def as_dict(self) -> dict[str, Any]:
+        """The JSON document of ``lakehouse optimize --json``."""
         return {"table": self.table, "dry_run": self.dry_run, "target_file_size": self.target,
                 "live": self.live.as_dict(), "archive": self.archive.as_dict(), "seconds": round(self.seconds, 3)}
 
@@ -218,6 +225,7 @@ class Compaction:
         self.step = "plan"
 
     def execute(self, p: CompactPlan) -> CompactPlan:
+        """Compact the plan's live days, then its archive days; the plan with the sizes after."""
         started = time.monotonic()
         crashpoints.reached("compact_after_plan")
         if p.live.days:

@@ -40,6 +40,8 @@ _FIELDS = set(Run.__dataclass_fields__)
 
 
 class History:
+    """The jobs history: every attempt of every job, a Delta table under ``_lakehouse/jobs``."""
+
     def __init__(self, warehouse: str) -> None:
         self.warehouse = warehouse
         self.path = history_path(warehouse)

@@ -79,6 +79,7 @@ class Outcome:
     """With ``--dry-run``: what the job would touch."""
 
     def as_dict(self) -> dict[str, Any]:
+        """The outcome's row of ``lakehouse jobs run --json``: the decision, then what the run did."""
         last = self.runs[-1] if self.runs else None
         return {
             **self.decision.as_dict(),
@@ -100,16 +101,20 @@ class Clock:
         self.mono = time.monotonic()
 
     def __call__(self) -> dt.datetime:
+        """Now (UTC): the wall clock, or the injected ``now`` plus the time since the runner started."""
         if self.start is None:
             return dt.datetime.now(UTC)
         return self.start + dt.timedelta(seconds=time.monotonic() - self.mono)
 
     @property
     def injected(self) -> bool:
+        """Whether the clock runs from an injected ``now`` (not the wall clock)."""
         return self.start is not None
 
 
 class Runner:
+    """Runs the scheduled jobs of a project's tables: decides what is due, runs it, records it."""
+
     def __init__(self, lh: "Lakehouse", trigger: str = "run", now: dt.datetime | None = None,
                  attempts: int = ATTEMPTS, stop: Callable[[], bool] | None = None) -> None:
         self.lh = lh
@@ -128,6 +133,8 @@ class Runner:
     # -- deciding -----------------------------------------------------------------------------
 
     def fingerprint(self, d: "TableDefinition") -> str:
+        """The table's definition and Delta versions, hashed: a job that failed for good is retried
+        once it changes."""
         from lakehouse.archive.state import read_snapshot
 
         paths = self.lh.paths(d.name)
@@ -135,6 +142,7 @@ class Runner:
         return hashlib.sha256(f"{d.model_dump_json()}|{versions}".encode()).hexdigest()[:16]
 
     def decisions(self, table: str | None = None) -> list[Decision]:
+        """What is due now, per job of every table (or of one)."""
         return [x for d in self._tables(table) for x in self._decide_table(d)]
 
     def _tables(self, table: str | None) -> list["TableDefinition"]:
@@ -315,6 +323,7 @@ class Runner:
 
 
 def interval(d: "TableDefinition", job: str) -> Any:
+    """How often ``job`` runs on the table, from its definition (a Duration; None: the job is off)."""
     return d.archive.interval if job == "archive" else d.jobs.interval(job)
 
 

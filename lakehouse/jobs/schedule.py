@@ -34,6 +34,8 @@ BACKOFF = dt.timedelta(minutes=1)
 
 @dataclass(frozen=True)
 class Decision:
+    """Whether one job of one table is due now, why, and when it is due next."""
+
     job: str
     table: str
     due: bool
@@ -43,6 +45,7 @@ class Decision:
     last: Run | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The decision's fields of a ``lakehouse jobs run --json`` row (with the last run's outcome)."""
         return {"job": self.job, "table": self.table, "due": self.due, "why": self.why, "next_due": self.next_due,
                 "last_outcome": self.last.outcome if self.last else None,
                 "last_started": self.last.started if self.last else None}

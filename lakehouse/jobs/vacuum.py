@@ -54,6 +54,7 @@ def parse_interval(text: str | None) -> float | None:
 
 
 def human_seconds(s: float) -> str:
+    """A retention for people: whole days, hours or minutes when exact, else seconds."""
     if s >= 86400 and s % 86400 == 0:
         return f"{int(s // 86400)}d"
     if s >= 3600 and s % 3600 == 0:
@@ -65,6 +66,8 @@ def human_seconds(s: float) -> str:
 
 @dataclass
 class VacuumPlan:
+    """What ``lakehouse vacuum`` removes (or would remove) from a table, per kind of file."""
+
     table: str
     retain_seconds: float
     forced: bool = False
@@ -81,13 +84,16 @@ class VacuumPlan:
 
     @property
     def removed(self) -> int:
+        """How many files the plan removes (Delta data files, vector files, staging folders)."""
         return sum(len(v) for v in self.files.values()) + len(self.vector_files) + len(self.staging)
 
     @property
     def removed_bytes(self) -> int:
+        """How many bytes the plan removes."""
         return sum(self.bytes.values()) + self.vector_bytes + self.staging_bytes
 
     def as_dict(self) -> dict[str, Any]:
+        """The JSON document of ``lakehouse vacuum --json``."""
         return {
             "table": self.table, "dry_run": self.dry_run, "retain": human_seconds(self.retain_seconds),
             "retain_seconds": self.retain_seconds, "forced": self.forced,
@@ -133,6 +139,8 @@ def check_retention(table: str, retain: float, floors: dict[str, float], longest
 
 
 class Vacuum:
+    """Finds (and, executing, removes) what a table no longer needs: Delta, vector and staging files."""
+
     def __init__(self, definition: TableDefinition, paths: TablePaths, lease: Lease | None = None) -> None:
         self.definition = definition
         self.paths = paths
@@ -226,6 +234,8 @@ class Vacuum:
                 _remove(p)
 
     def run(self, plan: VacuumPlan, execute: bool) -> VacuumPlan:
+        """Fill ``plan`` with what is removable and, when ``execute``, remove it (checking the lease,
+        when held, before Delta's VACUUM); the plan with the time taken."""
         started = time.monotonic()
         for part in PARTS:
             self._delta(plan, part, execute)

@@ -68,6 +68,7 @@ class Distribution:
 
     @classmethod
     def of(cls, values: Any, counts: Any = None) -> "Distribution":
+        """The distribution of ``values`` (each counted ``counts`` times; once without counts)."""
         v = np.asarray(values, np.int64)
         c = np.ones(len(v), np.int64) if counts is None else np.asarray(counts, np.int64)
         order = np.argsort(v, kind="stable")
@@ -75,6 +76,7 @@ class Distribution:
 
     @property
     def total(self) -> int:
+        """The sum of the counts."""
         return int(self.cumulative[-1]) if len(self.cumulative) else 0
 
     def quantile(self, q: float) -> int | None:
@@ -95,9 +97,11 @@ class Distribution:
 
     @property
     def max(self) -> int | None:
+        """The largest value (None: empty)."""
         return int(self.values[-1]) if len(self.values) else None
 
     def percentiles(self, qs: tuple[float, ...]) -> dict[str, int | None]:
+        """The quantile of each fraction in ``qs``, by its label (``p50``, ``p99.9``)."""
         return {label(q): self.quantile(q) for q in qs}
 
 
@@ -229,10 +233,12 @@ class Arrivals:
 
     @property
     def rows(self) -> int:
+        """How many rows the groups hold."""
         return int(self.count.sum())
 
     @property
     def lateness(self) -> np.ndarray:
+        """Each group's lateness in whole seconds (load time minus event second, rounded up)."""
         return lateness_seconds(self.loaded_us, self.event_s)
 
 
@@ -247,6 +253,7 @@ class SourceProfile:
     rejected_late: int
 
     def as_dict(self) -> dict[str, Any]:
+        """The source's line of ``lakehouse lateness --format json``."""
         return {"source": self.source, "rows": self.rows, "lateness": self.percentiles,
                 "late_path": self.late_path, "rejected_late": self.rejected_late}
 

@@ -42,6 +42,7 @@ def quality_root(warehouse: str) -> str:
 
 
 def docs_index(warehouse: str) -> str:
+    """The Great Expectations data docs' index page of the warehouse's quality runs."""
     return os.path.join(quality_root(warehouse), "docs", "index.html")
 
 

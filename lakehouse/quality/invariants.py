@@ -27,6 +27,8 @@ VECTORS = "vector files decode to their day"
 
 @dataclass(frozen=True)
 class Invariant:
+    """A rule every row must keep, as the SQL selecting the rows that break it."""
+
     name: str
     rows_sql: str
     """The offending rows (their key, or their event time when the table has none)."""
@@ -54,4 +56,5 @@ def row_invariants(d: TableDefinition, view: str, archive: str | None, stored: s
 
 
 def count_sql(inv: Invariant) -> str:
+    """SQL counting the rows that break ``inv`` (one row, column ``violations``)."""
     return f"SELECT count(*) AS violations FROM ({inv.rows_sql}) v"

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Check:
+    """The result of one check of one table: whether it passed, why not, and its figures."""
+
     table: str
     name: str
     ok: bool
@@ -42,6 +44,7 @@ class Check:
     values: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        """The check's row of ``lakehouse verify --json``."""
         return {"table": self.table, "check": self.name, "ok": self.ok, "detail": self.detail, **self.values}
 
 
@@ -87,6 +90,8 @@ def _invariant_detail(result: pa.Table, col: str) -> str:
 
 
 class Verifier:
+    """Runs the verify checks of one table on one pinned pair of live and archive snapshots."""
+
     def __init__(self, spark: "SparkSession", source: TableSource) -> None:
         self.spark = spark
         self.source = source
@@ -98,6 +103,7 @@ class Verifier:
         self.live, self.archive = self.split.live, self.split.archive
 
     def run(self) -> list[Check]:
+        """Every check: both engines compared, archive days sorted, vector files, the ledger."""
         checks = self._engine_checks()
         checks += self.sorted_checks()
         checks += self.vector_checks()
@@ -186,6 +192,8 @@ class Verifier:
         return self._vstate
 
     def sorted_checks(self) -> list[Check]:
+        """One check: every archive day's files hold their rows in the sort order (days written under
+        other settings are skipped until re-sorted)."""
         files, _ = self._day_files()
         _, stale = self._vector_state()
         bad: list[str] = []
@@ -253,6 +261,8 @@ class Verifier:
                       {"days": len(latest), "ledger_rows": len(rows), "pending_rows": len(pending)})]
 
     def vector_checks(self) -> list[Check]:
+        """One check: every vector file of the current runs decodes to exactly its day's column, in
+        record order."""
         from lakehouse.archive.reader import current_encoding
 
         d = self.d

@@ -33,6 +33,7 @@ class TableSource:
 
     @property
     def name(self) -> str:
+        """The table's name (the view a query reads it by)."""
         return self.definition.name
 
 

@@ -51,6 +51,7 @@ class AsOf:
     splits: tuple[Split, ...]
 
     def sources(self) -> list[TableSource]:
+        """The tables pinned, in the order of the splits."""
         return [s.source for s in self.splits]
 
     def describe(self) -> str:

@@ -15,6 +15,8 @@ REL_TOL = 1e-9
 
 @dataclass(frozen=True)
 class Comparison:
+    """Whether two results are the same, and the first difference when not."""
+
     equal: bool
     detail: str
     """Empty when equal; otherwise the first difference, for one error line."""
@@ -58,6 +60,7 @@ def _close(a: Any, b: Any) -> bool:
 
 
 def rows_of(t: pa.Table) -> list[tuple[Any, ...]]:
+    """A result's rows as comparable tuples (numbers as floats, times as UTC ISO strings)."""
     return [tuple(_norm(v) for v in r.values()) for r in t.to_pylist()]
 
 

@@ -71,6 +71,7 @@ class Checked:
 
 
 def refuse(construct: str, why: str = _WHY) -> QueryError:
+    """The QueryError refusing ``construct`` (with why: by default, what a query may be)."""
     return QueryError(f"query: {construct} is not allowed: {why}")
 
 

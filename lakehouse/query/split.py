@@ -38,32 +38,39 @@ class Split:
 
     @property
     def name(self) -> str:
+        """The table's name (the view's)."""
         return self.source.name
 
     @property
     def columns(self) -> list[str]:
+        """The view's columns: the definition's visible columns, in order."""
         return self.source.definition.visible_columns
 
     @property
     def event_time(self) -> str:
+        """The table's event-time column."""
         return self.source.definition.event_time
 
     @property
     def cutoff(self) -> int | None:
+        """The cutoff committed at the pinned archive version (epoch seconds; None before any)."""
         return self.archive.cutoff
 
     @property
     def cutoff_time(self) -> dt.datetime | None:
+        """The cutoff as a UTC datetime (None before any)."""
         from lakehouse.archive.plan import cutoff_time
 
         return None if self.cutoff is None else cutoff_time(self.cutoff)
 
     @property
     def cutoff_day(self) -> dt.date | None:
+        """The UTC day of the cutoff: live days before it hold no visible row (None before any)."""
         t = self.cutoff_time
         return None if t is None else t.date()
 
     def column_type(self, column: str) -> ColumnType:
+        """The type of a visible column (or of the partition column) from the definition."""
         if column == PARTITION_COLUMN:
             return ColumnType("date")
         return next(c.type for c in self.source.definition.columns if c.name == column)

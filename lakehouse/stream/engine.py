@@ -91,6 +91,7 @@ class Registered:
 
     @property
     def late(self) -> int:
+        """Rows the insert rejected late, over all its files."""
         return sum(self.late_by_file.values())
 
 
@@ -117,10 +118,12 @@ class Stream:
 
     @property
     def lease_us(self) -> int:
+        """The table's producer lease, in microseconds."""
         return self.definition.stream.lease.millis * 1000
 
     @property
     def lateness_us(self) -> int | None:
+        """The table's allowed lateness in microseconds (None: no row is late)."""
         lat = self.definition.stream.allowed_lateness
         return None if lat is None else lat.millis * 1000
 
@@ -150,16 +153,21 @@ class Stream:
             return state
 
     def attach(self, name: str, bound: int | None = None) -> StreamState:
+        """Attach producer ``name`` (renew it when attached), at ``bound`` (micros) if given."""
         return self._apply(f"attach {name}", lambda s, now: s.attach(name, now, self.lease_us, bound))
 
     def assert_bound(self, name: str, bound: int, raise_only: bool = False) -> StreamState:
+        """Producer ``name`` promises no later row earlier than ``bound`` (micros); ``raise_only``: a
+        bound below its own is a heartbeat, not an error."""
         return self._apply(f"bound {name}", lambda s, now: s.assert_bound(name, bound, now, self.lease_us,
                                                                           raise_only=raise_only))
 
     def heartbeat(self, name: str) -> StreamState:
+        """Renew producer ``name``'s lease (it holds the watermark again if it had stopped)."""
         return self._apply(f"heartbeat {name}", lambda s, now: s.heartbeat(name, now, self.lease_us))
 
     def detach(self, name: str) -> StreamState:
+        """Detach producer ``name`` (it stops holding the watermark), then release what is due."""
         return self._apply(f"detach {name}", lambda s, now: s.detach(name, now))
 
     def tick(self) -> StreamState:
@@ -167,6 +175,7 @@ class Stream:
         return self._apply("release", lambda s, now: s.expire(now))
 
     def attached(self, name: str) -> bool:
+        """Whether producer ``name`` is attached now (read without the lease)."""
         p = self.store.read().producers.get(name)
         return p is not None and p.attached
 

@@ -78,10 +78,12 @@ class Producer:
     """Origin -> what its last insert did (for the durable layer to report a replay the same)."""
 
     def to_json(self) -> dict[str, Any]:
+        """The producer as stored in the stream state document."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Producer":
+        """A producer from the stream state document (``to_json`` reversed)."""
         return cls(**{**d, "inserts": dict(d.get("inserts", {})), "last": dict(d.get("last", {}))})
 
 
@@ -107,13 +109,16 @@ class Segment:
 
     @property
     def staged(self) -> int:
+        """Rows of the segment not yet released into live."""
         return self.rows - self.released
 
     def to_json(self) -> dict[str, Any]:
+        """The segment as stored in the stream state document."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Segment":
+        """A segment from the stream state document (``to_json`` reversed)."""
         return cls(**{k: v for k, v in d.items() if k != "rejects_done"})  # (kept by older versions)
 
 
@@ -134,10 +139,12 @@ class DueRejects:
     """Where the rejected rows are (the durable layer's business)."""
 
     def to_json(self) -> dict[str, Any]:
+        """The record as stored in the stream state document."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "DueRejects":
+        """A record from the stream state document (``to_json`` reversed)."""
         return cls(**d)
 
 
@@ -162,12 +169,14 @@ class Release:
     """Segment id -> its earliest event time still staged after the release."""
 
     def to_json(self) -> dict[str, Any]:
+        """The release as stored in the stream state document (ranges as lists)."""
         d = asdict(self)
         d["ranges"] = {k: list(v) for k, v in self.ranges.items()}
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Release":
+        """A release from the stream state document (``to_json`` reversed)."""
         d = dict(d)
         d["ranges"] = {k: (v[0], v[1]) for k, v in d["ranges"].items()}
         return cls(**d)
@@ -186,6 +195,7 @@ class Event:
     detail: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The event as the stream's log stores it (fields that are None left out)."""
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
@@ -297,10 +307,12 @@ class StreamState:
         return [*events, Event("bound", now, name, bound)]
 
     def heartbeat(self, name: str, now: int, lease: int) -> list[Event]:
+        """Producer ``name`` renews its lease (holding again, from max(b_P, B), if it had expired)."""
         _, events = self._active(name, now, lease, "heartbeat")
         return events
 
     def detach(self, name: str, now: int) -> list[Event]:
+        """Producer ``name`` detaches: it stops holding the watermark (its bound is kept)."""
         p = self.producers.get(name)
         if p is None or not p.attached:
             raise StreamError(f"producer {name!r} is not attached")
@@ -351,6 +363,7 @@ class StreamState:
         return seg, n_late, below, events
 
     def holders(self, now: int) -> list[Producer]:
+        """The producers holding the watermark at ``now``: attached, with a lease still running."""
         return [p for p in self.producers.values() if p.attached and p.holding and p.lease_expires > now]
 
     def release_point(self, now: int) -> tuple[bool, int | None]:
@@ -436,14 +449,17 @@ class StreamState:
         return self.pending is not None or bool(self.rejects_due)
 
     def drop(self, ids: set[str]) -> None:
+        """Forget the segments ``ids`` (finished: nothing staged, their rejects committed)."""
         self.segments = [s for s in self.segments if s.id not in ids]
 
     def staged(self, producer: str | None = None) -> int:
+        """Rows staged and not yet released (of one producer, or of all)."""
         return sum(s.staged for s in self.segments if producer is None or s.producer == producer)
 
     # -- JSON -------------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
+        """The stream state document (``_stream/state.json``)."""
         return {
             "format": 1,
             "bound": self.bound,
@@ -460,6 +476,7 @@ class StreamState:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "StreamState":
+        """A stream state from its document (``to_json`` reversed)."""
         ps = [Producer.from_json(p) for p in d.get("producers", [])]
         return cls(
             bound=d.get("bound"),

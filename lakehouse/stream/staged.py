@@ -40,6 +40,7 @@ UTC = dt.timezone.utc
 
 
 def rows_folder(staging: str) -> str:
+    """The folder of an insert's staging that holds its parsed rows (Parquet)."""
     return join(staging, "rows")
 
 
@@ -74,6 +75,7 @@ def rejects_spec(staging: str, sources: list[str], failed: list[int], file_error
 
 
 def has_rejects(data: dict[str, Any], late: int) -> bool:
+    """Whether an insert has rejects to commit: late rows, bad rows or files rejected whole."""
     return bool(late or data.get("bad") or data.get("file_errors"))
 
 

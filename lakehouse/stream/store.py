@@ -63,6 +63,8 @@ class StreamStore:
                 | {r.data.get("staging", "") for r in state.rejects_due}) - {""}
 
     def save(self, state: StreamState) -> None:
+        """Write the state document (first checking this process still holds the stream's lease,
+        when fenced); events are logged by ``commit``, not here."""
         if self.fence is not None:
             self.fence()
         write_json(self.state_path, state.to_json())
