@@ -48,7 +48,7 @@ from lakehouse.staging import (
 )
 from lakehouse.storage import join, remove_tree, write_json
 from lakehouse.stream import staged
-from lakehouse.stream.model import DueRejects
+from lakehouse.stream.entries import DueRejects
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:

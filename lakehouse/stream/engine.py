@@ -37,16 +37,9 @@ from lakehouse.spark.commit import SESSION_CONF, with_retries
 from lakehouse.staging import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.storage import join, remove_tree
 from lakehouse.stream import ledger, staged
+from lakehouse.stream.entries import DueRejects, Event, Release, Segment
 from lakehouse.stream.ledger import APP_ID
-from lakehouse.stream.model import (
-    DueRejects,
-    Event,
-    Release,
-    Segment,
-    StreamError,
-    StreamState,
-    fmt,
-)
+from lakehouse.stream.model import StreamError, StreamState, fmt
 from lakehouse.stream.store import StreamStore
 from lakehouse.times import from_micros, micros
 from lakehouse.warehouse import TablePaths

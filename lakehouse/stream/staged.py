@@ -29,7 +29,7 @@ from lakehouse.staging import (
     REJECT,
 )
 from lakehouse.storage import join
-from lakehouse.stream.model import DueRejects
+from lakehouse.stream.entries import DueRejects
 from lakehouse.times import from_micros, micros
 from lakehouse.warehouse import TablePaths
 

@@ -20,7 +20,8 @@ from lakehouse import storage
 from lakehouse.errors import LakehouseError
 from lakehouse.lease import Lease, LeaseHeld, within
 from lakehouse.storage import join, write_json
-from lakehouse.stream.model import Event, StreamState
+from lakehouse.stream.entries import Event
+from lakehouse.stream.model import StreamState
 from lakehouse.warehouse import TablePaths
 
 LOCK_WAIT = 600.0
