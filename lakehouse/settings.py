@@ -89,3 +89,19 @@ def normalize_warehouse(uri: str) -> str:
 def is_local(uri: str) -> bool:
     """True when the warehouse is a local folder (not an object store URI)."""
     return "://" not in uri
+
+
+def spark_master(master: str | None = None) -> str:
+    """The Spark master to use: ``master`` (the --master flag), else LAKEHOUSE_MASTER, else local[*]."""
+    return master or os.environ.get("LAKEHOUSE_MASTER") or "local[*]"
+
+
+def debug_tracebacks() -> bool:
+    """True when LAKEHOUSE_DEBUG is set: the command line shows an unexpected error's traceback."""
+    return bool(os.environ.get("LAKEHOUSE_DEBUG"))
+
+
+def default_spark_log_level(level: str) -> None:
+    """Make ``level`` the JVM's log level for Spark sessions started from now on, unless
+    LAKEHOUSE_LOG_LEVEL already names one (the command line's -v)."""
+    os.environ.setdefault("LAKEHOUSE_LOG_LEVEL", level)
