@@ -1,7 +1,9 @@
-"""Rendering results for people (text tables) and machines (JSON, CSV), as the contract says.
+"""Values as people and machines read them, as the contract says: JSON values, text values, CSV
+text, and the one text-table renderer (shared by the command line and the demo).
 
 JSON values: timestamps ``"2026-11-20T10:15:00Z"`` (fraction only when non-zero), dates
-``"2026-11-20"``, decimals as strings, NaN/inf as strings.
+``"2026-11-20"``, decimals as strings, NaN/inf as strings. Imports nothing heavy: the command
+line's start-up reads it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import io
 import json
 import math
 import sys
-from typing import Any
+from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def json_value(v: Any) -> Any:
@@ -61,11 +65,8 @@ def dumps(doc: Any) -> str:
     return json.dumps(json_value(doc), ensure_ascii=False, allow_nan=False)
 
 
-def arrow_records(t: pa.Table) -> list[dict[str, Any]]:
-    return t.to_pylist()
-
-
 def text_value(v: Any) -> str:
+    """One value as text output shows it: NULL, floats to 10 significant digits, the rest as in JSON."""
     if v is None:
         return "NULL"
     if isinstance(v, float):
@@ -74,27 +75,77 @@ def text_value(v: Any) -> str:
     return j if isinstance(j, str) else json.dumps(j)
 
 
-def print_table(t: pa.Table, title: str | None = None, file: Any = None) -> None:
-    """A query result as a text table (rich) on stdout."""
-    from rich.console import Console
-    from rich.table import Table
+def csv_value(v: Any) -> str:
+    """One CSV cell: empty for NULL, floats in full precision, the rest as ``text_value``."""
+    if v is None:
+        return ""
+    if isinstance(v, float) and math.isfinite(v):
+        return repr(v)
+    return text_value(v)
 
-    table = Table(title=title, show_lines=False, title_justify="left")
-    for name in t.column_names:
-        numeric = pa.types.is_integer(t.schema.field(name).type) or pa.types.is_floating(
-            t.schema.field(name).type) or pa.types.is_decimal(t.schema.field(name).type)
-        table.add_column(name, justify="right" if numeric else "left")
-    for row in t.to_pylist():
-        table.add_row(*(text_value(v) for v in row.values()))
-    Console(file=file or sys.stdout, width=200).print(table)
-    print(f"({t.num_rows} row{'s' if t.num_rows != 1 else ''})", file=file or sys.stdout)
+
+def csv_table(keys: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Rows as CSV text under a header row of ``keys`` (the header alone when there are no rows)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(keys)
+    for row in rows:
+        w.writerow([csv_value(v) for v in row])
+    return buf.getvalue()
 
 
 def csv_text(t: pa.Table) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(t.column_names)
-    for row in t.to_pylist():
-        w.writerow(["" if v is None else text_value(v) if not isinstance(v, float) or not math.isfinite(v) else repr(v)
-                    for v in row.values()])
-    return buf.getvalue()
+    """An Arrow table (a query result) as CSV text with a header row."""
+    return csv_table(t.column_names, (row.values() for row in t.to_pylist()))
+
+
+def text_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, right: Collection[str] = (),
+               title: str | None = None, file: TextIO | None = None) -> None:
+    """Print rows as a boxed text table on stdout or ``file``: columns named ``headers``, those in
+    ``right`` right-aligned; strings as they are, other values as ``text_value`` shows them; a
+    cell of several lines takes several lines. Drawn here rather than by rich, which takes
+    milliseconds a row (a long ``jobs history`` or query result would take minutes)."""
+    from rich.cells import cell_len  # display width: wide (CJK) characters take two columns
+
+    def lines_of(v: Any) -> list[str]:
+        return (v if isinstance(v, str) else text_value(v)).expandtabs().splitlines() or [""]
+
+    header = [lines_of(h) for h in headers]
+    body = [[lines_of(v) for v in row] for row in rows]
+    widths = [max(cell_len(line) for cell in column for line in cell) for column in zip(header, *body, strict=True)]
+    aligned = [name in right for name in headers]
+
+    def rule(left: str, fill: str, mid: str, end: str) -> str:
+        return left + mid.join(fill * (w + 2) for w in widths) + end
+
+    def row_lines(cells: list[list[str]], bar: str) -> Iterable[str]:
+        for i in range(max(len(c) for c in cells)):
+            parts = []
+            for cell, w, r in zip(cells, widths, aligned, strict=True):
+                text = cell[i] if i < len(cell) else ""
+                pad = " " * (w - cell_len(text))
+                parts.append(f" {pad}{text} " if r else f" {text}{pad} ")
+            yield bar + bar.join(parts) + bar
+
+    out = file or sys.stdout
+    if title:
+        print(title, file=out)
+    print(rule("┏", "━", "┳", "┓"), file=out)
+    print("\n".join(row_lines(header, "┃")), file=out)
+    print(rule("┡", "━", "╇", "┩"), file=out)
+    for cells in body:
+        print("\n".join(row_lines(cells, "│")), file=out)
+    print(rule("└", "─", "┴", "┘"), file=out)
+
+
+def print_table(t: pa.Table, title: str | None = None, file: TextIO | None = None) -> None:
+    """A query result as a text table (numbers right-aligned) and its row count, on stdout or ``file``."""
+    import pyarrow as pa
+
+    def numeric(name: str) -> bool:
+        kind = t.schema.field(name).type
+        return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind))
+
+    text_table(t.column_names, (list(row.values()) for row in t.to_pylist()),
+               right={name for name in t.column_names if numeric(name)}, title=title, file=file)
+    print(f"({t.num_rows} row{'s' if t.num_rows != 1 else ''})", file=file or sys.stdout)

@@ -154,3 +154,15 @@ def set_env(name: str, value: str) -> None:
 def spark_master(master: str | None = None) -> str:
     """The Spark master: the flag, else LAKEHOUSE_MASTER, else local[*]."""
     return master or env("LAKEHOUSE_MASTER") or "local[*]"
+
+
+def debug_tracebacks() -> bool:
+    """True when LAKEHOUSE_DEBUG is set: the command line shows an unexpected error's traceback."""
+    return env("LAKEHOUSE_DEBUG") is not None
+
+
+def default_spark_log_level(level: str) -> None:
+    """Make ``level`` the JVM's log level for Spark sessions started from now on, unless
+    LAKEHOUSE_LOG_LEVEL already names one (the command line's -v)."""
+    if env("LAKEHOUSE_LOG_LEVEL") is None:
+        set_env("LAKEHOUSE_LOG_LEVEL", level)

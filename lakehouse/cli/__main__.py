@@ -1,0 +1,5 @@
+"""``python -m lakehouse.cli``: the ``lakehouse`` command."""
+
+from lakehouse.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""The ``bench`` group: benchmarks that measure lakehouse against a plain baseline in the same
+run (archive, backfill, ingest, stream, compact, open). They use their own scratch warehouse,
+never the project's."""
+
+from __future__ import annotations
+
+import click
+
+from lakehouse.cli.context import Ctx
+from lakehouse.cli.output import emit_fields, format_option, handle_errors
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks that compare against a baseline in the same run."""
+
+
+@bench.command("archive")
+@click.option("--rows", type=int, default=1_000_000, show_default=True)
+@click.option("--days", type=int, default=5, show_default=True)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_archive_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
+    """Archive ROWS generated trips vs a plain sorted Delta write of the same rows."""
+    from lakehouse.bench import bench_archive
+
+    emit_fields(obj.fmt(fmt), bench_archive(obj.spark_master, rows, days))
+
+
+@bench.command("backfill")
+@click.option("--rows", type=int, default=200_000, show_default=True)
+@click.option("--days", type=int, default=2500, show_default=True)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_backfill_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
+    """A backfill of DAYS days archived in one run vs a plain sorted, partitioned Delta write."""
+    from lakehouse.bench import bench_backfill
+
+    emit_fields(obj.fmt(fmt), bench_backfill(obj.spark_master, rows, days))
+
+
+@bench.command("ingest")
+@click.option("--small-files", type=int, default=1000, show_default=True)
+@click.option("--small-rows", type=int, default=1000, show_default=True, help="Rows per small file.")
+@click.option("--big-mb", type=int, default=1024, show_default=True, help="Size of the big file (MB).")
+@click.option("--blocks-per-batch", type=int, default=256, show_default=True)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, blocks_per_batch: int,
+                     fmt: str | None) -> None:
+    """Ingest many small files and one big file vs Spark's file streaming source (availableNow)."""
+    from lakehouse.bench import bench_ingest
+
+    emit_fields(obj.fmt(fmt), bench_ingest(obj.spark_master, small_files, small_rows, big_mb, blocks_per_batch))
+
+
+@bench.command("stream")
+@click.option("--batches", type=int, default=16, show_default=True, help="Batches (hours of event time).")
+@click.option("--rows", type=int, default=50_000, show_default=True, help="Rows per batch (split among producers).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_stream_cmd(obj: Ctx, batches: int, rows: int, fmt: str | None) -> None:
+    """Rows through 1 and 4 producers (insert + release) vs a plain load of the same rows."""
+    from lakehouse.bench import bench_stream
+
+    emit_fields(obj.fmt(fmt), bench_stream(obj.spark_master, batches, rows))
+
+
+@bench.command("compact")
+@click.option("--batches", type=int, default=1000, show_default=True, help="Ingest batches (one small file each).")
+@click.option("--rows", type=int, default=200, show_default=True, help="Rows per batch.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_compact_cmd(obj: Ctx, batches: int, rows: int, fmt: str | None) -> None:
+    """Live's files and bytes before and after optimize on a table of many ingest batches, and
+    query times on both engines before (the baseline) and after."""
+    from lakehouse.bench import bench_compact
+
+    emit_fields(obj.fmt(fmt), bench_compact(obj.spark_master, batches, rows))
+
+
+@bench.command("open")
+@click.option("--commits", type=int, default=2000, show_default=True, help="Commits of the long table.")
+@click.option("--rounds", type=int, default=5, show_default=True, help="Opens of each table per engine (median).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_open_cmd(obj: Ctx, commits: int, rounds: int, fmt: str | None) -> None:
+    """Open a table of COMMITS commits vs the same rows in one commit, on Spark, DuckDB and delta-rs."""
+    from lakehouse.bench import bench_open
+
+    emit_fields(obj.fmt(fmt), bench_open(obj.spark_master, commits, rounds))
