@@ -11,12 +11,14 @@ import os
 import signal
 import threading
 
+from lakehouse.settings import env
+
 ENV = "LAKEHOUSE_CRASH_AT"
 
 
 def armed() -> str | None:
     """The crash point armed in this process's environment (None when none is)."""
-    return os.environ.get(ENV) or None
+    return env(ENV) or None
 
 
 PAUSE_ENV = "LAKEHOUSE_PAUSE_AT"
@@ -27,9 +29,9 @@ the middle of its work)."""
 def reached(point: str, pid: int | None = None) -> None:
     """Kill the process (or ``pid``) if the crash point ``point`` is armed; pause there if a
     pause is armed at it."""
-    if os.environ.get(ENV) == point:
+    if env(ENV) == point:
         os.kill(pid or os.getpid(), signal.SIGKILL)
-    pause = os.environ.get(PAUSE_ENV)
+    pause = env(PAUSE_ENV)
     if pause and pause.split(":", 1)[0] == point:
         import time
 
@@ -42,7 +44,7 @@ def reached(point: str, pid: int | None = None) -> None:
 def kill_later(point: str, seconds: float) -> None:
     """Arm a timer that kills the process ``seconds`` from now, if ``point`` is armed
     (for crashes in the middle of a Spark write)."""
-    if os.environ.get(ENV) == point:
+    if env(ENV) == point:
         t = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGKILL))
         t.daemon = True
         t.start()

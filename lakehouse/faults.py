@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 
 from lakehouse.errors import ConfigError
+from lakehouse.settings import env
 
 ENV = "LAKEHOUSE_FAULT"
 FAULTS = ("drop_row", "dup_row", "change_value")
@@ -24,9 +25,7 @@ FAULTS = ("drop_row", "dup_row", "change_value")
 def armed() -> str | None:
     """The fault armed in this process's environment (None when none is); ConfigError for an
     unknown one."""
-    import os
-
-    fault = os.environ.get(ENV) or None
+    fault = env(ENV)
     if fault is not None and fault not in FAULTS:
         raise ConfigError(f"{ENV}={fault!r}: not a fault; one of {', '.join(FAULTS)}")
     return fault

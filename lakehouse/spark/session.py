@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.errors import ConfigError, first_line
+from lakehouse.settings import env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,9 +34,9 @@ _MASTER: str | None = None
 
 def jars_dir() -> Path:
     """Where the Makefile caches Delta's jars (override with LAKEHOUSE_JARS)."""
-    env = os.environ.get("LAKEHOUSE_JARS")
-    if env:
-        return Path(env)
+    cached = env("LAKEHOUSE_JARS")
+    if cached:
+        return Path(cached)
     return Path(sys.prefix) / "share" / "lakehouse" / "jars"
 
 
@@ -53,9 +54,9 @@ def delta_jars() -> list[str]:
 def spark_conf(master: str) -> dict[str, str]:
     """The Spark configuration lakehouse runs with (without the jars)."""
     log4j = Path(__file__).parent / "jvm" / "log4j2.properties"
-    level = os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper()
+    level = (env("LAKEHOUSE_LOG_LEVEL") or "ERROR").upper()
     java_opts = f"-Dlog4j.configurationFile=file:{log4j} -Dlakehouse.log.level={level}"
-    extra = os.environ.get("LAKEHOUSE_JAVA_OPTS")  # e.g. faster start for short-lived test runs
+    extra = env("LAKEHOUSE_JAVA_OPTS")  # e.g. faster start for short-lived test runs
     if extra:
         java_opts += " " + extra
     conf = {
@@ -74,12 +75,12 @@ def spark_conf(master: str) -> dict[str, str]:
     }
     if master.startswith("local"):
         # Small local jobs: few shuffle partitions and snapshot partitions start much faster.
-        conf["spark.sql.shuffle.partitions"] = os.environ.get("LAKEHOUSE_SHUFFLE_PARTITIONS", "4")
+        conf["spark.sql.shuffle.partitions"] = env("LAKEHOUSE_SHUFFLE_PARTITIONS") or "4"
         # Parallel file listing (Delta's VACUUM, big folders) makes one task per unit: Spark's
         # 10,000 cost minutes on a laptop.
         conf["spark.sql.sources.parallelPartitionDiscovery.parallelism"] = "8"
         conf["spark.databricks.delta.snapshotPartitions"] = "2"
-        conf["spark.driver.memory"] = os.environ.get("LAKEHOUSE_DRIVER_MEMORY", "2g")
+        conf["spark.driver.memory"] = env("LAKEHOUSE_DRIVER_MEMORY") or "2g"
     return conf
 
 
@@ -112,7 +113,7 @@ def get_spark(master: str = "local[*]") -> "SparkSession":
                 spark = builder.getOrCreate()
         except Exception as e:  # noqa: BLE001 - Py4J and the JVM raise many kinds; one line for all
             raise ConfigError(f"cannot start Spark (master {master}): {first_line(e)}") from None
-        spark.sparkContext.setLogLevel(os.environ.get("LAKEHOUSE_LOG_LEVEL", "ERROR").upper())
+        spark.sparkContext.setLogLevel((env("LAKEHOUSE_LOG_LEVEL") or "ERROR").upper())
         if not master.startswith("local"):
             # Executors run lakehouse code (vector encoding): ship the package with the job.
             spark.sparkContext.addPyFile(_package_zip())
