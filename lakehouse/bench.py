@@ -59,7 +59,7 @@ def generate_live(spark: Any, live_path: str, rows: int, start: dt.datetime, day
 
 def _timed_archive(lh: Any, now: dt.datetime, ledger: bool) -> tuple[float, Any]:
     """One archive run of the bench table, with or without the books: (seconds, result)."""
-    from lakehouse.archive.job import run_archive
+    from lakehouse.archive.run import run_archive
 
     t0 = time.monotonic()
     r = run_archive(lh.spark, lh.settings.warehouse, lh.definition("bench"), now=now, ledger=ledger)
@@ -99,7 +99,7 @@ def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None
     """A backfill of years: ``rows`` trips over ``days`` UTC days (ending two days ago) straight
     into live, archived by one run, against a plain sorted, partitioned Delta write of the same
     rows in the same process; then a second run archives late rows into a few of those days."""
-    from lakehouse.archive.job import _order
+    from lakehouse.archive.order import row_order
     from lakehouse.definitions import PARTITION_COLUMN
     from lakehouse.warehouse import row_count
 
@@ -116,7 +116,7 @@ def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None
 
         live = spark.read.format("delta").load(lh.paths("bench").live)
         t0 = time.monotonic()
-        (live.orderBy(*_order(d)).write.format("delta").partitionBy(PARTITION_COLUMN).save(str(root / "baseline")))
+        (live.orderBy(*row_order(d)).write.format("delta").partitionBy(PARTITION_COLUMN).save(str(root / "baseline")))
         baseline_s = time.monotonic() - t0
 
         now = today
@@ -155,7 +155,7 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
     write the same rows with a plain sorted, partitioned Delta write; both timed."""
     from pyspark.sql import functions as F
 
-    from lakehouse.archive.job import _order
+    from lakehouse.archive.order import row_order
     from lakehouse.definitions import PARTITION_COLUMN
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-"))
@@ -171,7 +171,7 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
         # the baseline: the same rows, sorted the same way, one plain partitioned Delta write
         live = spark.read.format("delta").load(lh.paths("bench").live)
         t0 = time.monotonic()
-        (live.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*_order(d))
+        (live.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*row_order(d))
          .write.format("delta").partitionBy(PARTITION_COLUMN).save(str(root / "baseline")))
         baseline_s = time.monotonic() - t0
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.archive.job import ArchiveJob
+from lakehouse.archive.run import ArchiveJob
+from lakehouse.archive.state import commits
 from lakehouse.errors import QueryError
 from lakehouse.output import dumps, format_timestamp
-from lakehouse.query.asof import commits
 from tests.conftest import CLICKS, HEADER_SMALL, TRIPS_SMALL, Project, cli
 
 pytestmark = pytest.mark.spark

@@ -1,4 +1,5 @@
-"""The archive cutoff as committed in the archive table's Delta log.
+"""The archive cutoff as committed in the archive table's Delta log, and what else archiving
+reads from a Delta log: its versions with their commit times, and the rows per day of a version.
 
 Each archiving run commits its cutoff C' as a Delta SetTransaction (app id ``lakehouse.cutoff``,
 version C') in the same commit as its day batches, so the cutoff is visible exactly when the
@@ -9,6 +10,8 @@ is not above the recorded one, so replaying a run cannot move the cutoff back.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +21,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 CUTOFF_APP_ID = "lakehouse.cutoff"
+"""The SetTransaction app id whose version is the archive's committed cutoff."""
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.[^/]*)?\.(parquet|json)$")  # classic, multi-part, v2
 
 
 @dataclass(frozen=True)
@@ -34,9 +40,9 @@ def read_snapshot(path: str, version: int | None = None) -> Snapshot | None:
         return None
     from deltalake import DeltaTable
 
-    dt = DeltaTable(path, version=version, without_files=True)
-    v = dt.transaction_version(CUTOFF_APP_ID)
-    return Snapshot(int(dt.version()), None if v is None else int(v))
+    table = DeltaTable(path, version=version, without_files=True)
+    v = table.transaction_version(CUTOFF_APP_ID)
+    return Snapshot(int(table.version()), None if v is None else int(v))
 
 
 def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
@@ -47,6 +53,74 @@ def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
     txn = snap.transactions().get(CUTOFF_APP_ID)
     cutoff = int(txn.get()) if txn.isDefined() else None
     return Snapshot(int(snap.version()), cutoff)
+
+
+def day_rows(path: str, version: int | None) -> dict[dt.date, int]:
+    """Rows per day of a Delta table at a version, from its log (no data read)."""
+    if version is None:
+        return {}
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    actions = pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True))
+    out: dict[dt.date, int] = {}
+    if actions.num_rows == 0:
+        return out
+    for day, n in zip(
+        actions.column(f"partition.{PARTITION_COLUMN}").to_pylist(),
+        actions.column("num_records").to_pylist(),
+    ):
+        out[day] = out.get(day, 0) + int(n or 0)
+    return out
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A readable version of a Delta table and its commit timestamp (milliseconds)."""
+
+    version: int
+    ms: int
+
+    @property
+    def at(self) -> dt.datetime:
+        """The commit timestamp as a UTC datetime."""
+        return dt.datetime.fromtimestamp(self.ms / 1000, dt.timezone.utc).replace(
+            microsecond=(self.ms % 1000) * 1000
+        )
+
+
+def commits(path: str) -> list[Commit]:
+    """The versions of a Delta table its log can still rebuild, oldest first, with Delta's commit
+    timestamps (commit file modification times, made strictly increasing)."""
+    import pyarrow.fs as pafs
+
+    from lakehouse.archive.vectors import filesystem
+    from lakehouse.warehouse import join
+
+    fs, root = filesystem(join(path, "_delta_log"))
+    found: dict[int, int] = {}
+    checkpoints = []
+    for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        if info.type != pafs.FileType.File:
+            continue
+        m = _COMMIT.match(info.base_name)
+        if m and info.mtime_ns is not None:
+            found[int(m.group(1))] = info.mtime_ns // 1_000_000
+        m = _CHECKPOINT.match(info.base_name)
+        if m:
+            checkpoints.append(int(m.group(1)))
+    out, prev = [], None
+    for v in sorted(found):
+        ms = found[v] if prev is None or found[v] > prev else prev + 1
+        out.append(Commit(v, ms))
+        prev = ms
+    # Without commit 0 the log starts at its oldest checkpoint (older commits were cleaned up).
+    start = 0 if 0 in found else min(checkpoints, default=None)
+    if start is None:
+        return []
+    return [c for c in out if c.version >= start]
 
 
 @dataclass(frozen=True)
@@ -66,7 +140,6 @@ def cutoff_history(path: str) -> list[CutoffCommit]:
     import json
 
     from lakehouse.archive.vectors import filesystem
-    from lakehouse.query.asof import commits
     from lakehouse.warehouse import join
 
     found = commits(path)
@@ -92,48 +165,3 @@ def cutoff_history(path: str) -> list[CutoffCommit]:
         if start is not None and start.cutoff is not None and (not out or out[0].cutoff > start.cutoff):
             out.insert(0, CutoffCommit(first.version, first.ms, start.cutoff))
     return out
-
-
-# -- the outcome of the last runs, for ``lakehouse tables`` ------------------------------------------
-
-STATUS_FILE = "archive-status.json"
-
-
-def status_path(root: str) -> str:
-    """``<warehouse>/<table>/_state/archive-status.json``."""
-    from lakehouse.warehouse import join
-
-    return join(root, "_state", STATUS_FILE)
-
-
-def read_status(root: str) -> dict | None:
-    """The recorded outcome of the table's archiving runs (None when never recorded)."""
-    import json
-
-    from lakehouse.archive.vectors import filesystem
-
-    fs, p = filesystem(status_path(root))
-    try:
-        with fs.open_input_stream(p) as f:
-            return json.loads(f.read())
-    except (FileNotFoundError, ValueError):
-        return None
-    except OSError as e:  # some filesystems raise OSError for a missing file
-        if "not found" in str(e).lower() or "no such file" in str(e).lower():
-            return None
-        raise
-
-
-def write_status(root: str, doc: dict) -> None:
-    """Record the outcome atomically (a temporary file, then a rename)."""
-    import json
-    import uuid
-
-    from lakehouse.archive.vectors import filesystem
-
-    fs, p = filesystem(status_path(root))
-    fs.create_dir(p.rsplit("/", 1)[0], recursive=True)
-    tmp = f"{p}.{uuid.uuid4().hex[:8]}.tmp"
-    with fs.open_output_stream(tmp) as f:
-        f.write(json.dumps(doc, default=str, sort_keys=True).encode())
-    fs.move(tmp, p)

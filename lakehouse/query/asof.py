@@ -26,29 +26,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lakehouse.archive.state import CUTOFF_APP_ID, Snapshot
+from lakehouse.archive.state import CUTOFF_APP_ID, Commit, Snapshot, commits
 from lakehouse.errors import QueryError
 from lakehouse.query import TableSource
 from lakehouse.query.split import Split
 
 UTC = dt.timezone.utc
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.[^/]*)?\.(parquet|json)$")  # classic, multi-part, v2
 _VERSION = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _SCAN_LIMIT = 50
 """How many later versions the vacuum error looks at for the next readable one."""
-
-
-@dataclass(frozen=True)
-class Commit:
-    """A readable version of a Delta table and its commit timestamp (milliseconds)."""
-
-    version: int
-    ms: int
-
-    @property
-    def at(self) -> dt.datetime:
-        return dt.datetime.fromtimestamp(self.ms / 1000, UTC).replace(microsecond=(self.ms % 1000) * 1000)
 
 
 @dataclass(frozen=True)
@@ -89,38 +75,6 @@ def parse(value: Any) -> int | dt.datetime:
     except BadValue:
         raise QueryError(f"--as-of {value}: expected an archive version (an integer) or an ISO 8601 timestamp "
                          "(e.g. 2026-11-20T10:15:00Z; UTC without an offset)") from None
-
-
-def commits(path: str) -> list[Commit]:
-    """The versions of a Delta table its log can still rebuild, oldest first, with Delta's commit
-    timestamps (commit file modification times, made strictly increasing)."""
-    import pyarrow.fs as pafs
-
-    from lakehouse.archive.vectors import filesystem
-    from lakehouse.warehouse import join
-
-    fs, root = filesystem(join(path, "_delta_log"))
-    found: dict[int, int] = {}
-    checkpoints = []
-    for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
-        if info.type != pafs.FileType.File:
-            continue
-        m = _COMMIT.match(info.base_name)
-        if m and info.mtime_ns is not None:
-            found[int(m.group(1))] = info.mtime_ns // 1_000_000
-        m = _CHECKPOINT.match(info.base_name)
-        if m:
-            checkpoints.append(int(m.group(1)))
-    out, prev = [], None
-    for v in sorted(found):
-        ms = found[v] if prev is None or found[v] > prev else prev + 1
-        out.append(Commit(v, ms))
-        prev = ms
-    # Without commit 0 the log starts at its oldest checkpoint (older commits were cleaned up).
-    start = 0 if 0 in found else min(checkpoints, default=None)
-    if start is None:
-        return []
-    return [c for c in out if c.version >= start]
 
 
 def resolve(tables: list[TableSource], sql: str, value: Any, now: dt.datetime | None = None) -> AsOf:
