@@ -282,7 +282,7 @@ def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spa
     vector run per day, the purge and a second run merging late rows into old days. (3,000 days
     and more: ``lakehouse bench backfill``.)"""
     from lakehouse.archive import vectors
-    from lakehouse.bench import BENCH_TABLE, generate_live
+    from lakehouse.bench.workload import BENCH_TABLE, generate_live
     from lakehouse.warehouse import row_count
 
     p = project.table(BENCH_TABLE).create("bench")
