@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from lakehouse.archive.job import ArchiveResult
     from lakehouse.archive.reader import DayVector, LookupResult
+    from lakehouse.archive.run import ArchiveResult
     from lakehouse.ingest.load import LoadResult
     from lakehouse.ingest.pipeline import IngestReport
     from lakehouse.ingest.producer import Producer, Table
@@ -131,7 +131,8 @@ class Lakehouse:
         """Every defined table and its state (from Delta logs; Spark only to finish what a
         crashed stream operation left)."""
         out = []
-        from lakehouse.archive.state import read_snapshot, read_status
+        from lakehouse.archive.state import read_snapshot
+        from lakehouse.archive.status import read_status
         from lakehouse.stream.engine import describe, wall_clock
         from lakehouse.stream.store import StreamStore
 
@@ -167,7 +168,7 @@ class Lakehouse:
     def archive(self, table: str, now: Any = None, dry_run: bool = False, allow_future: bool = False) -> ArchiveResult:
         """One archiving run (or its plan, with ``dry_run``). ``now`` more than a minute ahead of
         the wall clock is refused unless ``allow_future`` (a committed cutoff cannot move back)."""
-        from lakehouse.archive.job import run_archive
+        from lakehouse.archive.run import run_archive
 
         return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run,
                            allow_future=allow_future)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from lakehouse.archive.job import check_now
+from lakehouse.archive.run import check_now
 from lakehouse.archive.state import read_snapshot
 from lakehouse.errors import LakehouseError
 from tests.conftest import CLICKS, FAST_JVM, TRIPS_SMALL
@@ -99,7 +99,7 @@ def test_lookup_reads_the_cutoff_first_then_the_files_of_that_cutoff(project, sp
     """A run commits between the reader's listing of vector files and its reading of the cutoff:
     the answer must still be the one of a single committed cutoff, with that cutoff's files."""
     from lakehouse.archive import reader, vectors
-    from lakehouse.archive.job import ArchiveJob
+    from lakehouse.archive.run import ArchiveJob
 
     p = project.table(TRIPS_SMALL).create("trips")
     day = dt.date(2026, 11, 18)
@@ -283,7 +283,7 @@ def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spa
     and more: ``lakehouse bench backfill``.)"""
     from lakehouse import delta_log
     from lakehouse.archive import vectors
-    from lakehouse.bench import BENCH_TABLE, generate_live
+    from lakehouse.bench.workload import BENCH_TABLE, generate_live
 
     p = project.table(BENCH_TABLE).create("bench")
     days, rows = 1200, 2400
@@ -318,7 +318,7 @@ def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spa
 
 @pytest.mark.spark
 def test_a_step_failing_after_the_commit_is_retried_and_reported(project, spark):
-    from lakehouse.archive.job import ArchiveJob
+    from lakehouse.archive.run import ArchiveJob
 
     p = project.table(TRIPS_SMALL).create("trips")
     load(
@@ -514,7 +514,8 @@ def test_two_runs_at_once_without_flock_never_lose_or_double_a_row(project, spar
 def test_runs_with_the_same_cutoff_stage_apart_and_the_late_one_commits_nothing(project, spark):
     """Two runs planned together (no lease: two hosts): each stages in its own folder; the
     second to commit is refused and its staging and files go; no row is lost."""
-    from lakehouse.archive.job import ArchiveJob
+    from lakehouse.archive.run import ArchiveJob
+    from lakehouse.archive.stage import stage_days
     from lakehouse.errors import CommitConflict
 
     p = project.table(TRIPS_SMALL).create("trips")
@@ -528,7 +529,7 @@ def test_runs_with_the_same_cutoff_stage_apart_and_the_late_one_commits_nothing(
     now = ts("2026-11-20T00:00:00Z")
     pa_, pb = a.plan(now), b.plan(now)
     assert pa_.cutoff == pb.cutoff and a.staging_for(pa_.cutoff) != b.staging_for(pb.cutoff)
-    a._stage(pa_, a.staging_for(pa_.cutoff))
+    stage_days(spark, d, a.paths, pa_, a.staging_for(pa_.cutoff))
     rb = b.execute(pb)  # b runs through while a is staged
     assert rb.committed and rb.rows_purged == 30
     with pytest.raises(CommitConflict, match="the archive changed since the plan"):
@@ -677,7 +678,7 @@ def test_two_runs_with_the_same_cutoff_in_parallel_without_any_lock_lose_nothing
     lease is what prevents this; here each run's own staging and the commit checks must hold)."""
     import threading
 
-    from lakehouse.archive.job import ArchiveJob
+    from lakehouse.archive.run import ArchiveJob
 
     p = project.table(TRIPS_SMALL).create("trips")
     start = ts("2026-11-10T00:00:00Z")

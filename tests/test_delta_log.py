@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from lakehouse import delta_log
-from lakehouse.bench import BENCH_TABLE, build_long_table, counts, log_tail
+from lakehouse.bench.open import build_long_table, counts, log_tail
+from lakehouse.bench.workload import BENCH_TABLE
 from lakehouse.definitions import TableDefinition
 from lakehouse.durations import Duration
 from lakehouse.physical import (

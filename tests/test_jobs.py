@@ -165,7 +165,7 @@ def test_an_archive_run_committing_after_the_compaction_plan_wins_and_compaction
 
 
 def test_a_compaction_committing_after_the_archive_plan_makes_the_archive_run_retry(table):
-    from lakehouse.archive.job import ArchiveJob
+    from lakehouse.archive.run import ArchiveJob
 
     p = table
     d = p.lh.definition("trips")

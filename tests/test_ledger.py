@@ -141,7 +141,7 @@ def test_a_run_keeps_books_refuses_damaged_batches_and_verify_checks_the_data(pr
 
 
 def test_a_crash_before_the_ledger_write_is_repaired_and_old_days_get_a_baseline(project, spark, monkeypatch):
-    from lakehouse.archive.job import run_archive
+    from lakehouse.archive.run import run_archive
 
     p = project.table(TRIPS_SMALL).create("trips")
     paths, d = p.lh.paths("trips"), p.lh.definition("trips")

@@ -359,7 +359,7 @@ def test_a_release_committed_while_an_archive_run_is_under_way_is_never_purged(s
     release writes its own load id), so the second release's row waits in live for the next run."""
     from deltalake import DeltaTable
 
-    from lakehouse.archive.job import ArchiveJob
+    from lakehouse.archive.run import ArchiveJob
 
     clicks(project, "{allowed_lateness: 0, lease: 1h}")
     clock = Clock("2026-11-21T12:00:00Z")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.archive.job import ArchiveJob
+from lakehouse.archive.run import ArchiveJob
 from lakehouse.delta_log import commits
 from lakehouse.errors import QueryError
 from lakehouse.output import dumps, format_timestamp

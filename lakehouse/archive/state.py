@@ -9,12 +9,12 @@ is not above the recorded one, so replaying a run cannot move the cutoff back.
 
 from __future__ import annotations
 
-import json
+import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import delta_log, storage
-from lakehouse.storage import join
+from lakehouse import delta_log
+from lakehouse.definitions import PARTITION_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,6 +34,23 @@ def read_snapshot(path: str, version: int | None = None) -> Snapshot | None:
     """The latest (or a given) version of a Delta table and its cutoff, with delta-rs."""
     snap = delta_log.snapshot(path, CUTOFF_APP_ID, version)
     return None if snap is None else Snapshot(snap.version, snap.txn)
+
+
+def day_rows(path: str, version: int | None) -> dict[dt.date, int]:
+    """Rows per day of a Delta table at a version, from its log (no data read)."""
+    if version is None:
+        return {}
+    actions = delta_log.add_actions(path, version)
+    out: dict[dt.date, int] = {}
+    if actions.num_rows == 0:
+        return out
+    for day, n in zip(
+        actions.column(f"partition.{PARTITION_COLUMN}").to_pylist(),
+        actions.column("num_records").to_pylist(),
+        strict=True,
+    ):
+        out[day] = out.get(day, 0) + int(n or 0)
+    return out
 
 
 def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
@@ -70,27 +87,3 @@ def cutoff_history(path: str) -> list[CutoffCommit]:
         if start is not None and start.cutoff is not None and (not out or out[0].cutoff > start.cutoff):
             out.insert(0, CutoffCommit(first.version, first.ms, start.cutoff))
     return out
-
-
-# -- the outcome of the last runs, for ``lakehouse tables`` ------------------------------------------
-
-STATUS_FILE = "archive-status.json"
-
-
-def status_path(root: str) -> str:
-    """``<warehouse>/<table>/_state/archive-status.json``."""
-    return join(root, "_state", STATUS_FILE)
-
-
-def read_status(root: str) -> dict | None:
-    """The recorded outcome of the table's archiving runs (None when never recorded)."""
-    try:
-        doc = storage.read_json(status_path(root))
-    except (FileNotFoundError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def write_status(root: str, doc: dict) -> None:
-    """Record the outcome atomically."""
-    storage.write_text(status_path(root), json.dumps(doc, default=str, sort_keys=True))

@@ -283,7 +283,7 @@ class Compaction:
         the caller after a fresh plan) when the archive moved since the plan."""
         from pyspark.sql import functions as F
 
-        from lakehouse.archive.job import _archive_columns, _order
+        from lakehouse.archive.order import archive_columns, row_order
         from lakehouse.archive.state import spark_snapshot
 
         d = self.definition
@@ -300,9 +300,9 @@ class Compaction:
         df = (
             self.spark.read.format("delta").option("versionAsOf", version).load(self.paths.archive)
             .where(where)
-            .select(*_archive_columns(d))
+            .select(*archive_columns(d))
             .repartition(max(1, min(len(days), self._parallelism())), F.col(PARTITION_COLUMN))
-            .sortWithinPartitions(*_order(d))
+            .sortWithinPartitions(*row_order(d))
         )
         with SESSION_CONF:
             if self.lease is not None:

@@ -258,7 +258,7 @@ class Runner:
         """Run one job under the held lease: (detail for the history, counts)."""
         wh = self.lh.settings.warehouse
         if job == "archive":
-            from lakehouse.archive.job import run_archive
+            from lakehouse.archive.run import run_archive
             from lakehouse.layout import layout
 
             paths = self.lh.paths(d.name)
@@ -297,7 +297,7 @@ class Runner:
         wh = self.lh.settings.warehouse
         try:
             if job == "archive":
-                from lakehouse.archive.job import run_archive
+                from lakehouse.archive.run import run_archive
 
                 return dict(run_archive(self.lh.spark, wh, d, now=self.clock(), dry_run=True).plan.as_dict())
             if job in ("compact_live", "compact_archive"):

@@ -1,0 +1,112 @@
+"""Step 4 of an archiving run: one Delta commit replaces the staged days in the archive and
+records the new cutoff (a SetTransaction) and the books (``userMetadata``), so the cutoff
+becomes visible with the data it describes (invariant 3); then the commit is checked."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import TYPE_CHECKING, cast
+
+from lakehouse import crashpoints, storage
+from lakehouse.archive import vectors
+from lakehouse.archive.ledger import CommitFigures, commit_info
+from lakehouse.archive.order import days_predicate, row_order
+from lakehouse.archive.plan import ArchivePlan
+from lakehouse.archive.reader import current_encoding
+from lakehouse.archive.stage import day_partitions, read_staged
+from lakehouse.archive.state import CUTOFF_APP_ID, day_rows, spark_snapshot
+from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.errors import CommitConflict, LakehouseError
+from lakehouse.lease import Lease
+from lakehouse.storage import join
+from lakehouse.warehouse import TablePaths
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def write_run_sidecar(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan, run_id: str) -> None:
+    """Write ``vectors/_runs/<cutoff>.json``: the encoding the run wrote its days under."""
+    fs, root = storage.filesystem(join(paths.vectors, vectors.RUNS_FOLDER))
+    fs.create_dir(root, recursive=True)
+    doc = {
+        "cutoff": plan.cutoff,
+        "run_id": run_id,
+        "encoding": current_encoding(definition).key(),
+        "days": len(plan.days),
+    }
+    tmp = join(root, f".{plan.cutoff}.json.{run_id}.tmp")
+    with fs.open_output_stream(tmp) as f:
+        f.write(json.dumps(doc).encode())
+    fs.move(tmp, join(root, f"{plan.cutoff}.json"))
+
+
+def commit(
+    spark: SparkSession,
+    definition: TableDefinition,
+    paths: TablePaths,
+    plan: ArchivePlan,
+    staging: str,
+    figures: CommitFigures | None = None,
+    lease: Lease | None = None,
+) -> int:
+    """Commit the staged days and the cutoff (and the figures); the archive version written.
+    CommitConflict when the archive moved since the plan or another run's cutoff won."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    d = definition
+    schema = cast(StructType, StructType.fromDDL(d.spark_ddl()))
+    if plan.days:
+        df = (
+            read_staged(spark, d, staging)
+            .repartition(day_partitions(spark, plan), F.col(PARTITION_COLUMN))
+            .sortWithinPartitions(*row_order(d))
+        )
+        writer = (
+            df.write.format("delta")
+            .mode("overwrite")
+            .option("replaceWhere", days_predicate(plan.days))
+        )
+    else:
+        writer = spark.createDataFrame([], schema).write.format("delta").mode("append")
+    if lease is not None:
+        lease.check()
+    current = spark_snapshot(spark, paths.archive)
+    if current.version != plan.archive_version:
+        raise CommitConflict(
+            f"archive {d.name}: the archive changed since the plan (version {plan.archive_version} -> "
+            f"{current.version}); another archiving run is under way or finished; run again"
+        )
+    crashpoints.kill_later("during_commit", 1.0)
+    writer = writer.option("txnAppId", CUTOFF_APP_ID).option("txnVersion", plan.cutoff)
+    if figures is not None:
+        writer = writer.option("userMetadata", commit_info(figures))
+    writer.save(paths.archive)
+    after = spark_snapshot(spark, paths.archive)
+    if after.cutoff != plan.cutoff:
+        raise CommitConflict(
+            f"archive {d.name}: cutoff {plan.cutoff} was not committed (the archive holds {after.cutoff}); "
+            "another archiving run committed first; run again"
+        )
+    return after.version
+
+
+def check_committed(
+    spark: SparkSession, definition: TableDefinition, paths: TablePaths, plan: ArchivePlan,
+    staged: dict[dt.date, int],
+) -> None:
+    """The committed rows per day are the staged ones (from the Delta log; no data read)."""
+    if not plan.days:
+        return
+    version = spark_snapshot(spark, paths.archive).version
+    committed = day_rows(paths.archive, version)
+    bad = [day for day in plan.days if committed.get(day, 0) != staged.get(day, 0)]
+    if bad:
+        day = bad[0]
+        raise LakehouseError(
+            f"archive {definition.name}: day {day} holds {committed.get(day, 0)} rows after the commit of "
+            f"cutoff {plan.cutoff}, {staged.get(day, 0)} were staged; live rows are not purged; "
+            "check the archive with lakehouse verify"
+        )

@@ -1,0 +1,139 @@
+"""Finishing or rolling back what an archiving run left: purge from live the rows the committed
+archive holds, remove vector files no reader uses and leftover staging, discard the files of a
+run whose commit did not happen, and write the ledger rows a crash kept out of the ledger.
+Each step is idempotent: a run does them for itself after its commit (steps 5 and 6), and the
+next run does them first for a run that was killed."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from lakehouse import storage
+from lakehouse.archive import ledger_table, vectors
+from lakehouse.archive.order import cutoff_column, days_predicate
+from lakehouse.archive.plan import cutoff_time, date_literal
+from lakehouse.archive.state import spark_snapshot
+from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
+from lakehouse.spark.commit import with_retries
+from lakehouse.storage import join, remove_tree
+from lakehouse.warehouse import TablePaths
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def purge(spark: SparkSession, definition: TableDefinition, paths: TablePaths, cutoff: int | None = None) -> int:
+    """Delete from live the rows the archive holds: event time < cutoff and a (day, load)
+    pair the archive's batch of that day contains. One MERGE against the small frame of
+    pairs, however many days. Idempotent; returns rows deleted."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    d = definition
+    if cutoff is None:
+        cutoff = spark_snapshot(spark, paths.archive).cutoff
+        if cutoff is None:
+            return 0
+    live = spark.read.format("delta").load(paths.live)
+    below = live.where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date())).where(
+        F.col(d.event_time) < cutoff_column(cutoff)
+    )
+    days = sorted(
+        r[PARTITION_COLUMN] for r in below.select(PARTITION_COLUMN).distinct().collect()
+    )
+    if not days:
+        return 0
+    pairs = (
+        spark.read.format("delta")
+        .load(paths.archive)
+        .where(days_predicate(days))
+        .select(PARTITION_COLUMN, LOAD_COLUMN)
+        .distinct()
+    )
+    pair_rows = pairs.collect()  # small: loads per day
+    if not pair_rows:
+        return 0
+    source = spark.createDataFrame(pair_rows, pairs.schema)
+    held = sorted({r[PARTITION_COLUMN] for r in pair_rows})
+    cond = (  # the literal day range lets Delta prune live's files; the join does the rest
+        f"t.`{PARTITION_COLUMN}` >= {date_literal(held[0])} AND t.`{PARTITION_COLUMN}` <= {date_literal(held[-1])} "
+        f"AND t.`{PARTITION_COLUMN}` = s.`{PARTITION_COLUMN}` AND t.`{LOAD_COLUMN}` = s.`{LOAD_COLUMN}` "
+        f"AND t.`{d.event_time}` < timestamp_seconds({int(cutoff)})"
+    )
+
+    def delete() -> int:
+        """One MERGE deleting the held pairs' rows; the rows it deleted."""
+        table = DeltaTable.forPath(spark, paths.live)
+        (
+            table.alias("t")
+            .merge(F.broadcast(source).alias("s"), cond)
+            .whenMatchedDelete()
+            .execute()
+        )
+        last = table.history(1).select("operation", "operationMetrics").collect()[0]
+        if last["operation"] != "MERGE":
+            return 0
+        return int((last["operationMetrics"] or {}).get("numTargetRowsDeleted", 0))
+
+    deleted, _ = with_retries(f"purge of archived rows from {d.name}/live", delete)
+    return deleted
+
+
+def discard_uncommitted(spark: SparkSession, paths: TablePaths, cutoff: int, staging: str | None = None) -> None:
+    """Remove the vector files (and staging) of a run's cutoff when its commit did not happen."""
+    try:
+        if staging:
+            remove_tree(staging)
+        if spark_snapshot(spark, paths.archive).cutoff == cutoff:
+            return
+        files, _ = vectors.list_files(paths.vectors)
+        vectors.delete([f.path for f in files if f.cutoff == cutoff], paths.vectors)
+        vectors.delete(
+            [join(paths.vectors, vectors.RUNS_FOLDER, f"{cutoff}.json")], paths.vectors
+        )
+    except Exception:  # noqa: BLE001 - the next run's clean-up removes them too
+        log.warning("could not remove the uncommitted vector files of cutoff %s", cutoff)
+
+
+def clean(spark: SparkSession, paths: TablePaths, committed: int | None = None) -> int:
+    """Remove vector files no reader uses, temporary leftovers, run sidecars no day uses
+    and archive staging (other runs' only while this run holds the lease)."""
+    import pyarrow.fs as pafs
+
+    if committed is None:
+        committed = spark_snapshot(spark, paths.archive).cutoff
+    files, temps = vectors.list_files(paths.vectors)
+    junk = [f.path for f in vectors.garbage(files, committed)] + temps
+    removed = vectors.delete(junk, paths.vectors)
+    used = set(vectors.day_runs(files, committed).values()) | (
+        {committed} if committed is not None else set()
+    )
+    fs, root = storage.filesystem(join(paths.vectors, vectors.RUNS_FOLDER))
+    for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        if info.type != pafs.FileType.File:
+            continue
+        stem = info.base_name.removesuffix(".json")
+        if (
+            info.base_name.startswith(".")
+            or not stem.lstrip("-").isdigit()
+            or int(stem) not in used
+        ):
+            fs.delete_file(info.path)
+    fs, root = storage.filesystem(paths.staging)
+    for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        if info.type == pafs.FileType.Directory and info.base_name.startswith("archive-"):
+            fs.delete_dir(info.path)  # only this table's archive staging; loads stage elsewhere
+    return removed
+
+
+def recover(
+    spark: SparkSession, definition: TableDefinition, paths: TablePaths, ledger: bool = True
+) -> tuple[int, int, int]:
+    """Finish what a crashed or failed run left: (rows purged, files removed, ledger rows
+    repaired); the ledger rows a crash kept out of the ledger are written first."""
+    committed = spark_snapshot(spark, paths.archive).cutoff
+    repaired = ledger_table.repair(spark, definition, paths, committed) if ledger else 0
+    return purge(spark, definition, paths, committed), clean(spark, paths, committed), repaired

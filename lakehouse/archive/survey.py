@@ -1,0 +1,122 @@
+"""Step 1 of an archiving run on Spark: survey live and the archive at pinned versions and build
+the run's ArchivePlan (the new cutoff, the days to rewrite, their rows and checksums)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from lakehouse.archive import vectors
+from lakehouse.archive.ledger import Figures, hash_sum_sql, row_hash_sql, stored_columns
+from lakehouse.archive.order import cutoff_column
+from lakehouse.archive.plan import ArchivePlan, cutoff_time, new_cutoff
+from lakehouse.archive.reader import current_encoding
+from lakehouse.archive.stage import read_at
+from lakehouse.archive.state import day_rows, spark_snapshot
+from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.errors import LakehouseError
+from lakehouse.live import check_loadable
+from lakehouse.warehouse import TablePaths
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def stale_days(
+    definition: TableDefinition, paths: TablePaths, committed: int | None, archived: set[dt.date]
+) -> list[dt.date]:
+    """Archived days whose vector files were written under other settings than today's
+    (sort columns or the vector set), or are missing: they need re-sorting and re-encoding."""
+    if committed is None:
+        return []
+    return sorted(vectors.stale_days(paths.vectors, current_encoding(definition), committed, archived))
+
+
+def _watermark(definition: TableDefinition, paths: TablePaths, now: dt.datetime) -> dt.datetime | None:
+    """The table's stream watermark (``archive.clock: bound``): never seal a day an attached
+    producer may still write into."""
+    from lakehouse.stream.engine import describe, micros
+    from lakehouse.stream.store import StreamStore
+
+    return describe(StreamStore(paths), definition, paths, micros(now))["watermark"]
+
+
+def survey(
+    spark: SparkSession, definition: TableDefinition, paths: TablePaths, now: dt.datetime, ledger: bool = True
+) -> ArchivePlan:
+    """Plan a run at ``now``: C' = now - delay (or below the watermark), the live and archive
+    versions read, the days of live rows with event time < C' (rows, and with ``ledger`` their
+    checksums, per day) and the archived days whose vector files need re-encoding."""
+    from pyspark.sql import functions as F
+
+    d = definition
+    check_loadable(d, paths)
+    archive = spark_snapshot(spark, paths.archive)
+    live = spark_snapshot(spark, paths.live)
+    watermark = None
+    if d.archive.clock == "bound":
+        watermark = _watermark(d, paths, now)
+        if watermark is None:
+            previous = archive.cutoff
+            return ArchivePlan(d.name, now, previous, previous if previous is not None else 0, live.version,
+                               archive.version, clock="bound", no_watermark=True,
+                               notes=["the table's watermark is undefined (no row released by a producer yet, "
+                                      "or a producer holding it has no bound): nothing is sealed"])
+    clock = now
+    if watermark is not None:  # rows may still come as far below it as the allowed lateness
+        lateness = d.stream.allowed_lateness
+        clock = min(now, watermark - dt.timedelta(milliseconds=lateness.millis if lateness else 0))
+    cutoff = new_cutoff(clock, d.archive.delay)
+    if cutoff < 0:
+        raise LakehouseError(
+            f"archive {d.name}: the cutoff {cutoff} ({cutoff_time(cutoff).isoformat()}) is before "
+            "1970-01-01; Delta records the cutoff as a SetTransaction version, which cannot be "
+            "negative; pass a --now after 1970-01-01 plus the delay (rows of any earlier day are "
+            "archived by such a run)"
+        )
+    previous = archive.cutoff
+    base = ArchivePlan(d.name, now, previous, cutoff, live.version, archive.version, clock=d.archive.clock,
+                       watermark=watermark)
+    if not base.advances:
+        return base
+    et = F.col(d.event_time)
+    late = F.lit(False) if previous is None else et < cutoff_column(previous)
+    aggs = [F.count(F.lit(1)).alias("n"), F.sum(F.when(late, 1).otherwise(0)).alias("late")]
+    if ledger:  # the live side of the books, in the same pass
+        aggs.append(F.expr(hash_sum_sql(row_hash_sql(stored_columns(d)))).alias("h"))
+    rows = (
+        read_at(spark, paths.live, live.version)
+        .where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date()))
+        .where(et < cutoff_column(cutoff))
+        .groupBy(PARTITION_COLUMN)
+        .agg(*aggs)
+        .collect()
+    )
+    new_rows = {r[PARTITION_COLUMN]: int(r["n"]) for r in rows}
+    new_sums = {r[PARTITION_COLUMN]: Figures.of(r["n"], r["h"]).checksum for r in rows} if ledger else {}
+    archived = day_rows(paths.archive, archive.version)
+    stale = [
+        day
+        for day in stale_days(d, paths, previous, {k for k, v in archived.items() if v})
+        if day not in new_rows and archived.get(day)
+    ]
+    days = tuple(sorted({*new_rows, *stale}))
+    archive_rows = {day: archived[day] for day in days if archived.get(day)}
+    return ArchivePlan(
+        d.name,
+        now,
+        previous,
+        cutoff,
+        live.version,
+        archive.version,
+        days,
+        rows=sum(new_rows.values()),
+        late_rows=sum(int(r["late"] or 0) for r in rows),
+        archive_rows_in_days=sum(archive_rows.values()),
+        new_rows=new_rows,
+        new_sums=new_sums,
+        archive_rows=archive_rows,
+        reencode_days=tuple(stale),
+        clock=d.archive.clock,
+        watermark=watermark,
+    )

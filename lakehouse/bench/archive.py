@@ -1,0 +1,126 @@
+"""``lakehouse bench archive``: archiving against a plain sorted Delta write of the same rows,
+measured in one run on this machine (a ratio, not an absolute target), and what the books
+(the conservation check and the ledger) cost."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lakehouse.bench.workload import generate_live, make_project
+
+
+def _timed_archive(lh: Any, now: dt.datetime, ledger: bool) -> tuple[float, Any]:
+    """One archive run of the bench table, with or without the books: (seconds, result)."""
+    from lakehouse.archive.run import run_archive
+
+    t0 = time.monotonic()
+    r = run_archive(lh.spark, lh.settings.warehouse, lh.definition("bench"), now=now, ledger=ledger)
+    return time.monotonic() - t0, r
+
+
+def _ledger_figures(runs: list[tuple[tuple[float, Any], bool]]) -> dict[str, Any]:
+    """What the books cost: the mean of the runs with them against the mean without, and the
+    mean of each step on either side (the books' own steps: conservation and ledger)."""
+
+    def mean(xs: list[float]) -> float:
+        """The mean of ``xs`` (0 when empty)."""
+        return sum(xs) / len(xs) if xs else 0.0
+
+    def side(books: bool) -> tuple[float, dict[str, float]]:
+        """The mean seconds of the runs with (or without) the books, and of each of their steps."""
+        picked = [(s, r) for (s, r), b in runs if b == books]
+        steps = sorted({k for _, r in picked for k in r.timings})
+        return mean([s for s, _ in picked]), {k: round(mean([r.timings.get(k, 0.0) for _, r in picked]), 2)
+                                              for k in steps}
+
+    with_s, with_steps = side(True)
+    without_s, without_steps = side(False)
+    own = with_steps.get("conservation", 0.0) + with_steps.get("ledger", 0.0)
+    return {
+        "runs_per_side": len(runs) // 2,
+        "archive_seconds_with_ledger": round(with_s, 2),
+        "archive_seconds_without_ledger": round(without_s, 2),
+        "ratio_with_to_without": round(with_s / without_s, 3) if without_s else None,
+        "conservation_check_seconds": with_steps.get("conservation", 0.0),
+        "ledger_write_seconds": with_steps.get("ledger", 0.0),
+        "share_of_the_run": round(own / with_s, 3) if with_s else None,
+        "steps_with_ledger_seconds": with_steps,
+        "steps_without_ledger_seconds": without_steps,
+    }
+
+
+def bench_archive(master: str, rows: int, days: int, workdir: str | None = None) -> dict[str, Any]:
+    """Generate ``rows`` trips over ``days`` UTC days straight into live, archive them all, and
+    write the same rows with a plain sorted, partitioned Delta write; both timed."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.archive.order import row_order
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-"))
+    try:
+        lh = make_project(root, master)
+        spark = lh.spark()
+        d = lh.definition("bench")
+        start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+        t0 = time.monotonic()
+        generate_live(spark, lh.paths("bench").live, rows, start, days)
+        generate_s = time.monotonic() - t0
+
+        # the baseline: the same rows, sorted the same way, one plain partitioned Delta write
+        live = spark.read.format("delta").load(lh.paths("bench").live)
+        t0 = time.monotonic()
+        (live.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*row_order(d))
+         .write.format("delta").partitionBy(PARTITION_COLUMN).save(str(root / "baseline")))
+        baseline_s = time.monotonic() - t0
+
+        # with and without the books (the conservation check and the ledger), on copies of the
+        # same table, in the order with, without, without, with (and the reverse for the merge
+        # run), after a small table archived both ways: order and warm-up effects cancel out
+        warm = make_project(root / "warm", master)
+        generate_live(spark, warm.paths("bench").live, 10_000, start, days)
+        _timed_archive(warm, start + dt.timedelta(days=days), ledger=False)
+        _timed_archive(warm, start + dt.timedelta(days=days + 2), ledger=True)
+        copies = {}
+        for name in ("bare1", "bare2", "books2"):
+            copies[name] = make_project(root / name, master)
+            shutil.rmtree(copies[name].paths("bench").root)
+            shutil.copytree(lh.paths("bench").root, copies[name].paths("bench").root)
+        order = [(lh, True), (copies["bare1"], False), (copies["bare2"], False), (copies["books2"], True)]
+
+        now = start + dt.timedelta(days=days + 2)
+        first = [(_timed_archive(project, now, books), books) for project, books in order]
+        (archive_s, result), _ = first[0]
+        assert all(r.rows_archived == rows for (_, r), _ in first), [r.rows_archived for (_, r), _ in first]
+        # a merge run: a tenth of the keys upserted into every day (kept, replaced and live rows)
+        upserts = max(1, rows // 10)
+        for project, _ in order:
+            generate_live(spark, project.paths("bench").live, upserts, start, days, load="upsert")
+        later = now + dt.timedelta(minutes=1)
+        merge = [(_timed_archive(project, later, books), books) for project, books in reversed(order)]
+        for (_, r), books in merge:
+            replaced = sum(i.replaced.rows for _, i, _ in r.figures.days) if r.figures else 0
+            assert r.rows_archived == upserts and (replaced == upserts or not books), (r.rows_archived, replaced)
+        return {
+            "rows": rows,
+            "days": days,
+            "master": master,
+            "generate_seconds": round(generate_s, 2),
+            "baseline_sorted_delta_write_seconds": round(baseline_s, 2),
+            "archive_seconds": round(archive_s, 2),
+            "ratio_archive_to_baseline": round(archive_s / baseline_s, 2) if baseline_s else None,
+            "archive_steps_seconds": {k: round(v, 2) for k, v in result.timings.items()},
+            "vector_files": result.vector_files,
+            "ledger": _ledger_figures(first) | {
+                "merge_run_upserted_rows": upserts,
+                "merge_run": _ledger_figures(merge),
+            },
+        }
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
