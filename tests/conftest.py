@@ -161,7 +161,7 @@ def cli_in_process(p: "Project | Path", *args: str,
 
     from lakehouse.cli import cli as lakehouse_main
 
-    if isinstance(p, Project):
+    if not isinstance(p, (str, os.PathLike)):  # a Project (pytest may load this module twice: no isinstance)
         head = ["--project", str(p.root), "--warehouse", p.settings.warehouse]
     else:
         head = ["--project", str(p)]
