@@ -141,3 +141,45 @@ def cli(p: "Project", *args: str, crash: str | None = None, env: dict[str, str] 
     if kw.pop("background", False):
         return subprocess.Popen(cmd, env=child, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return subprocess.run(cmd, env=child, capture_output=True, text=True, timeout=900)
+
+
+KEPT_IN_PROCESS = ("LAKEHOUSE_SHUFFLE_PARTITIONS",)
+"""LAKEHOUSE_* variables of the test process a command run in this process still sees (they
+only shape the shared SparkSession, which the command reuses)."""
+
+
+def cli_in_process(p: "Project | Path", *args: str,
+                   env: dict[str, str] | None = None) -> "subprocess.CompletedProcess[str]":
+    """Run ``lakehouse`` as ``cli()`` does, but in this process (click's CliRunner on the real
+    command group, the shared SparkSession, no JVM to start): the same returncode, stdout (one
+    JSON document with ``--format json``) and stderr. The command sees the LAKEHOUSE_* settings
+    a child process of ``cli()`` would (none of the test process's, LAKEHOUSE_MASTER the shared
+    session's, then ``env``); the environment is restored afterwards. ``p`` is a Project (its
+    folder and warehouse are passed) or a bare project folder (``--project`` only: the default
+    warehouse). Use ``cli()`` where a process must be killed or several processes run at once."""
+    from click.testing import CliRunner
+
+    from lakehouse.cli import cli as lakehouse_main
+
+    if not isinstance(p, (str, os.PathLike)):  # a Project (pytest may load this module twice: no isinstance)
+        head = ["--project", str(p.root), "--warehouse", p.settings.warehouse]
+    else:
+        head = ["--project", str(p)]
+    overrides: dict[str, str | None] = {k: None for k in os.environ
+                                        if k.startswith("LAKEHOUSE_") and k not in KEPT_IN_PROCESS}
+    overrides["LAKEHOUSE_MASTER"] = MASTER
+    overrides.update(env or {})
+    saved = dict(os.environ)
+    try:
+        result = CliRunner().invoke(lakehouse_main, [*head, *args], env=overrides, prog_name="lakehouse")
+    finally:  # what the command set (e.g. -v's LAKEHOUSE_LOG_LEVEL) does not outlive it
+        os.environ.clear()
+        os.environ.update(saved)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        # as the interpreter would: the traceback on stderr, exit 1
+        import traceback
+
+        stderr += "".join(traceback.format_exception(*result.exc_info))  # type: ignore[misc]
+    cmd = ["lakehouse", *head, *args]
+    return subprocess.CompletedProcess(cmd, result.exit_code, result.stdout, stderr)

@@ -1,6 +1,8 @@
 """The command line as users and scripts see it: exit codes, one-line errors, clean JSON on
-stdout. Runs the real ``lakehouse`` entry point in subprocesses (each Spark command starts its
-own JVM, so they are few)."""
+stdout. Most commands run in this process on the real command group (tests/conftest.py
+``cli_in_process``: the shared SparkSession, no JVM to start); the real ``lakehouse`` entry point
+runs in subprocesses where the process is the point: exit codes of usage and definition errors,
+two loads at once, and what the JVM prints on its console."""
 
 from __future__ import annotations
 
@@ -13,12 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST_JVM, REPO
-
-pytestmark = pytest.mark.slow
+from tests.conftest import FAST_JVM, REPO, cli_in_process
 
 
 def run(project: Path, *args: str, check: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``lakehouse --project <project> ...`` in this process; asserts the exit code ``check``."""
+    p = cli_in_process(project, *args, env=env)
+    if check is not None:
+        assert p.returncode == check, f"exit {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}"
+    return p
+
+
+def run_process(project: Path, *args: str, check: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``lakehouse --project <project> ...`` as a process of its own (the real entry point)."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     e.update(env or {})
     e.setdefault("LAKEHOUSE_MASTER", "local[2]")
@@ -46,24 +55,27 @@ def proj(tmp_path_factory) -> Path:
 
 
 def test_usage_errors_exit_2(proj):
-    assert run(proj, "load", check=None).returncode == 2
-    assert run(proj, "query", check=None).returncode == 2  # neither SQL nor --file
-    assert run(proj, "no-such-command", check=None).returncode == 2
-    assert run(proj, "query", "SELECT 1", "--engine", "oracle", check=None).returncode == 2
+    """(Processes: the real entry point's exit code; none of them starts Spark.)"""
+    assert run_process(proj, "load", check=None).returncode == 2
+    assert run_process(proj, "query", check=None).returncode == 2  # neither SQL nor --file
+    assert run_process(proj, "no-such-command", check=None).returncode == 2
+    assert run_process(proj, "query", "SELECT 1", "--engine", "oracle", check=None).returncode == 2
 
 
 def test_bad_definition_is_one_error_line_exit_1(tmp_path):
+    """(Processes: all a user sees of the real entry point is one line; no Spark is started.)"""
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "x.yaml").write_text("name: x\ncolumns: [{name: a, type: strin}]\nevent_time: a\n")
-    p = run(tmp_path, "tables", check=1)
+    p = run_process(tmp_path, "tables", check=1)
     assert p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: tables/x.yaml: columns[0].type: unknown type 'strin'")
-    p = run(tmp_path / "missing", "tables", check=1)
+    p = run_process(tmp_path / "missing", "tables", check=1)
     assert error_lines(p) == [f"error: project directory '{tmp_path / 'missing'}' does not exist"]
 
 
-def test_end_to_end_json_contract(proj, tmp_path):
+@pytest.mark.spark
+def test_end_to_end_json_contract(spark, proj, tmp_path):
     p = run(proj, "migrate", "--status", "--format", "json")
     assert json.loads(p.stdout) == {"applied": [], "pending": ["0001_create_trips", "0002_create_driver_pings"],
                                     "changed": [], "drift": []}
@@ -103,7 +115,7 @@ def test_end_to_end_json_contract(proj, tmp_path):
         {"trip_id": "c", "status": 2, "fare_local": "7.25", "event_time": "2026-11-21T00:00:00.25Z", "event_date": "2026-11-21"},
     ]
     # (Spark's answers are compared with DuckDB's in test_query, and both engines' Arrow results
-    # are written as JSON by the same code; one more Spark process here would cost ~25 s)
+    # are written as JSON by the same code)
     p = run(proj, "query", sql, "--engine", "duckdb", "--format", "json")
     assert json.loads(p.stdout) == want
     p = run(proj, "query", "SELECT count(*) AS n, sum(fare_total) AS s FROM trips", "--engine", "duckdb", "--format", "csv")
@@ -118,7 +130,9 @@ def test_end_to_end_json_contract(proj, tmp_path):
     assert p.stdout == "" and len(error_lines(p)) == 1 and "nope" in error_lines(p)[0]
 
 
-def test_two_concurrent_load_processes_lose_nothing(proj, tmp_path):
+@pytest.mark.slow
+@pytest.mark.spark
+def test_two_concurrent_load_processes_lose_nothing(spark, proj, tmp_path):
     run(proj, "migrate")
     files = []
     for i in range(2):
@@ -141,7 +155,8 @@ def test_two_concurrent_load_processes_lose_nothing(proj, tmp_path):
     assert after - before == 401
 
 
-def test_ingest_dry_run_and_ingest_log_json(proj, tmp_path):
+@pytest.mark.spark
+def test_ingest_dry_run_and_ingest_log_json(spark, proj, tmp_path):
     """(A real ingest's JSON report and log are checked in test_ingest_crash's --watch test.)"""
     run(proj, "migrate")
     land = tmp_path / "landing"
@@ -162,6 +177,7 @@ def test_ingest_dry_run_and_ingest_log_json(proj, tmp_path):
     assert error_lines(p) == [f"error: {tmp_path / 'nope'}: no such directory"]
 
 
+@pytest.mark.slow
 def test_what_the_jvm_prints_goes_to_stderr_and_stdout_stays_the_output():
     """Delta and Spark print to the JVM's console (VACUUM's "Deleted N files", Ivy's resolution
     report): the JVM is started with its stdout on our stderr, so ``--format json`` output stays

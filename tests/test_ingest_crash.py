@@ -19,7 +19,7 @@ import pytest
 from lakehouse import delta_log
 from lakehouse.ingest.state import StateStore
 from lakehouse.stream.engine import insert_of
-from tests.conftest import Project, cli
+from tests.conftest import Project, cli, cli_in_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -149,7 +149,7 @@ def test_watch_picks_up_new_files_and_stops_cleanly_on_ctrl_c(spark, tmp_path):
     doc = json.loads(out)  # stdout holds exactly the JSON report
     assert (doc["files_ingested"], doc["rows"], doc["rows_rejected"], doc["waiting"]) == (5, 60, 5, 0)
     check_consistent(p, files, complete=True)
-    log = json.loads(cli(p, "ingest-log", "events", "--format", "json").stdout)
+    log = json.loads(cli_in_process(p, "ingest-log", "events", "--format", "json").stdout)
     assert [(os.path.basename(e["file"]), e["status"], e["rows"], e["rows_rejected"], e["error"]) for e in log] == [
         (f"ev_{f:04d}.csv", "ingested", 12, 1, None) for f in range(5)]
     assert log[0]["implied_time"] == "1900-01-01T00:00:00Z" and log[0]["batch"] == 1

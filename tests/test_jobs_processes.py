@@ -6,7 +6,8 @@ second one), the jobs history read by DuckDB, terminal and transient job failure
 Every scenario runs real ``lakehouse`` processes (real Spark, Delta, DuckDB) on its own copy of one
 template project. The processes are slow to start (a JVM each), so the scenarios are launched in
 the background as soon as the template exists and the tests check their results in order while
-the others still run."""
+the others still run; the commands a test runs afterwards to check a result (the second optimize,
+the history listing) run in this process (``cli_in_process``: no JVM to start)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from deltalake import DeltaTable
 from lakehouse.archive.vectors import batch_order
 from lakehouse.cli import cli as lakehouse_main
 from lakehouse.lease import read_lease, table_lease
-from tests.conftest import MASTER, Project, cli
+from tests.conftest import MASTER, Project, cli, cli_in_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -526,9 +527,9 @@ def test_optimize_killed_at_each_point_keeps_every_day_then_converges(point: str
     # a clean optimize finishes the job; a second one is a no-op
     p.lh.optimize("trips")
     assert versions(p) == (lv + 1, av + 1)
-    again = run(p, "optimize", "trips", "--format", "json")
-    assert again.rc == 0, again.err[-2000:]
-    doc = json.loads(again.out)
+    again = cli_in_process(p, "optimize", "trips", "--format", "json")
+    assert again.returncode == 0, again.stderr[-2000:]
+    doc = json.loads(again.stdout)
     assert doc["live"]["days"] == [] and doc["archive"]["days"] == [], doc
     assert versions(p) == (lv + 1, av + 1)
     unchanged("after the clean optimize")
@@ -608,9 +609,9 @@ def test_history_read_by_duckdb_matches_jobs_history(background: Background) -> 
     from lakehouse.query.duckdb import connect
 
     p, _ = background.result("failures")
-    proc = run(p, "jobs", "history", "--format", "json")
-    assert proc.rc == 0, proc.err[-2000:]
-    listed = sorted(json.loads(proc.out), key=lambda r: (r["run_id"], r["attempt"]))
+    proc = cli_in_process(p, "jobs", "history", "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    listed = sorted(json.loads(proc.stdout), key=lambda r: (r["run_id"], r["attempt"]))
     path = os.path.join(p.settings.warehouse, "_lakehouse", "jobs")
     rows = connect().execute(f"SELECT * FROM delta_scan('{path}') ORDER BY run_id, attempt").fetch_arrow_table().to_pylist()
     assert len(rows) == len(listed) == 2 * len(JOBS)

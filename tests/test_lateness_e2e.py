@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import Project, cli
+from tests.conftest import Project, cli_in_process
 
 pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
@@ -159,7 +159,7 @@ def test_late_path_counts_and_waits(scenario: tuple[Project, Scenario]) -> None:
 def test_cli_json_and_plot(scenario: tuple[Project, Scenario], tmp_path: Path) -> None:
     p, s = scenario
     png = tmp_path / "lateness.png"
-    r = cli(p, "lateness", "clicks", "--days", "1", "--fraction", "0.99", "--plot", str(png), "--format", "json")
+    r = cli_in_process(p, "lateness", "clicks", "--days", "1", "--fraction", "0.99", "--plot", str(png), "--format", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["table"] == "clicks" and doc["fraction"] == 0.99 and doc["rows"] == 4000
@@ -167,9 +167,9 @@ def test_cli_json_and_plot(scenario: tuple[Project, Scenario], tmp_path: Path) -
     assert doc["late_path"]["rows"] == s.recent.late_path["rows"] and doc["rejected_late"]["rows"] == 5
     assert doc["delay"]["needed_seconds"] == doc["lateness"]["p99"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    text = cli(p, "lateness", "clicks")
+    text = cli_in_process(p, "lateness", "clicks")
     assert text.returncode == 0, text.stderr
     assert "suggested archive.delay" in text.stdout and "late path:" in text.stdout
-    bad = cli(p, "lateness", "nope")
+    bad = cli_in_process(p, "lateness", "nope")
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith("error: table 'nope'")
-    assert cli(p, "lateness", "clicks", "--fraction", "1.5").returncode == 2
+    assert cli_in_process(p, "lateness", "clicks", "--fraction", "1.5").returncode == 2

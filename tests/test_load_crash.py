@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse import delta_log
-from tests.conftest import Project, cli
+from tests.conftest import Project, cli, cli_in_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -100,22 +100,22 @@ def test_load_killed_at_each_point_then_run_again_loads_every_row_once(point, cr
 def test_load_cli_options_after_the_command(spark, tmp_path):
     p = Project(tmp_path / "proj").table(EVENTS).create("events")
     f = p.text("rows.csv", "id,amount,at\n1,0.5,2026-11-20T10:00:00Z\n")
-    proc = cli(p, "load", "events", f, "--format", "json")  # --format after the command: output
+    proc = cli_in_process(p, "load", "events", f, "--format", "json")  # --format after the command: output
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) | {"load_ids": None} == {
         "rows_loaded": 1, "rows_rejected": 0, "files_skipped": 0, "files_rejected": [], "skipped": [],
         "rows_inserted": 1, "rows_updated": 0, "rows_late": 0, "rows_staged": 0, "recovered_batches": [],
         "discarded_batches": [], "load_ids": None}
-    proc = cli(p, "load", "events", f, "--format", "json")  # the same content: skipped
+    proc = cli_in_process(p, "load", "events", f, "--format", "json")  # the same content: skipped
     assert proc.returncode == 0 and json.loads(proc.stdout)["files_skipped"] == 1
     # the input format is --input-format; content that contradicts it is one file reject, exit 1
     g = p.text("rows2.csv", "id,amount,at\n2,0.5,2026-11-20T10:00:00Z\n")
-    proc = cli(p, "load", "events", g, "--input-format", "json", "--format", "json")
+    proc = cli_in_process(p, "load", "events", g, "--input-format", "json", "--format", "json")
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert proc.returncode == 1 and len(errors) == 1 and "rows2.csv" in errors[0] and "not JSON Lines" in errors[0]
     doc = json.loads(proc.stdout)
     assert doc["rows_rejected"] == 0 and len(doc["files_rejected"]) == 1
-    proc = cli(p, "--format", "csv", "rejects", "events")
+    proc = cli_in_process(p, "--format", "csv", "rejects", "events")
     assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "source,line,reason,record,at,producer,bound"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from lakehouse.ingest.producer import to_micros
 from lakehouse.stream.model import StreamError
-from tests.conftest import CLICKS, Project, cli
+from tests.conftest import CLICKS, Project, cli_in_process
 
 pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
@@ -301,42 +301,41 @@ def test_ingest_is_a_producer_with_the_implied_time_as_bound(spark: Any, project
     assert not {p["name"]: p for p in s["producers"]}["landing"]["attached"]
 
 
-@pytest.mark.slow
-def test_cli_producer_and_stream(project: Project) -> None:
+def test_cli_producer_and_stream(spark: Any, project: Project) -> None:
     clicks(project, "{allowed_lateness: 0}")
     f1 = project.csv("a.csv", ["user_id", "url", "at"], [[1, "/a", "2026-11-20T10:00:00Z"]])
     f2 = project.csv("b.csv", ["user_id", "url", "at"], [[2, "/b", "2026-11-20T09:00:00Z"]])
     now = ["--now", "2026-11-20T12:00:00Z"]
-    r = cli(project, "--format", "json", "producer", "clicks", "P1", "attach", "--bound", "2026-11-20T10:00:00Z", *now)
+    r = cli_in_process(project, "--format", "json", "producer", "clicks", "P1", "attach", "--bound", "2026-11-20T10:00:00Z", *now)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["producer"] == "P1" and doc["bound"] == "2026-11-20T10:00:00Z" and doc["attached"]
-    r = cli(project, "producer", "clicks", "P1", "insert", f1, f2, *now, "--format", "json")
+    r = cli_in_process(project, "producer", "clicks", "P1", "insert", f1, f2, *now, "--format", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["insert"]["rows_loaded"] == 1 and doc["insert"]["rows_late"] == 1
     assert doc["stream_bound"] == "2026-11-20T10:00:00Z"
-    r = cli(project, "producer", "clicks", "P1", "bound", "2026-11-20T09:00:00Z", *now)
+    r = cli_in_process(project, "producer", "clicks", "P1", "bound", "2026-11-20T09:00:00Z", *now)
     assert r.returncode == 1 and r.stderr.startswith("error: ") and "below its own bound" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    r = cli(project, "producer", "clicks", "P9", "heartbeat", *now)
+    r = cli_in_process(project, "producer", "clicks", "P9", "heartbeat", *now)
     assert r.returncode == 1 and "not attached" in r.stderr and "clicks" in r.stderr
-    r = cli(project, "producer", "clicks", "P1", "insert", str(project.root / "data" / "missing.csv"), *now)
+    r = cli_in_process(project, "producer", "clicks", "P1", "insert", str(project.root / "data" / "missing.csv"), *now)
     assert r.returncode == 1 and "no such file" in r.stderr
     assert len([x for x in r.stderr.splitlines() if x.startswith("error: ")]) == 1
-    r = cli(project, "producer", "clicks", "load", "attach")
+    r = cli_in_process(project, "producer", "clicks", "load", "attach")
     assert r.returncode == 1 and "reserved" in r.stderr
-    r = cli(project, "producer", "clicks", "P1", "detach", *now)
+    r = cli_in_process(project, "producer", "clicks", "P1", "detach", *now)
     assert r.returncode == 0, r.stderr
-    r = cli(project, "--format", "json", "stream", "clicks", *now)
+    r = cli_in_process(project, "--format", "json", "stream", "clicks", *now)
     doc = json.loads(r.stdout)
     assert set(doc) >= {"bound", "watermark", "staged", "producers"}
     assert set(doc["producers"][0]) >= {"name", "bound", "staged", "lease_expires", "rejected"}
     assert doc["producers"][0]["rejected"] == 1 and doc["staged"] == 0
-    r = cli(project, "stream", "clicks", "--events", "--format", "json")
+    r = cli_in_process(project, "stream", "clicks", "--events", "--format", "json")
     kinds = [e["kind"] for e in json.loads(r.stdout)]
     assert kinds[0] == "attach" and "detach" in kinds and "release" in kinds
-    r = cli(project, "--format", "json", "rejects", "clicks")
+    r = cli_in_process(project, "--format", "json", "rejects", "clicks")
     assert [x["reason"] for x in json.loads(r.stdout)][0] == "late_row"  # then the missing file
 
 

@@ -30,7 +30,7 @@ from lakehouse.lease import read_lease
 from lakehouse.stream.ledger import APP_ID
 from lakehouse.stream.model import StreamError
 from tests.conftest import CLICKS as CLICKS_TABLE
-from tests.conftest import Project, cli
+from tests.conftest import Project, cli, cli_in_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -91,7 +91,7 @@ def rejected(p: Project, table: str = "clicks") -> Counter[tuple[str, int, str]]
 
 
 def stream_json(p: Project, table: str = "clicks") -> dict[str, Any]:
-    proc = cli(p, "stream", table, "--format", "json")
+    proc = cli_in_process(p, "stream", table, "--format", "json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
 
@@ -106,7 +106,7 @@ def check_events(p: Project, table: str = "clicks", via_cli: bool = True) -> lis
     assert [(e["kind"], e["producer"], e["rows"]) for e in p.lh.stream_events(table)] == [
         (e["kind"], e.get("producer"), e.get("rows")) for e in raw]
     if via_cli:
-        proc = cli(p, "stream", table, "--events", "--format", "json")
+        proc = cli_in_process(p, "stream", table, "--events", "--format", "json")
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert [(e["kind"], e["producer"], e["rows"]) for e in json.loads(proc.stdout)] == [
             (e["kind"], e.get("producer"), e.get("rows")) for e in raw]

@@ -21,7 +21,7 @@ from lakehouse.archive.run import ArchiveJob
 from lakehouse.delta_log import commits
 from lakehouse.errors import QueryError
 from lakehouse.output import dumps, format_timestamp
-from tests.conftest import CLICKS, HEADER_SMALL, TRIPS_SMALL, Project, cli
+from tests.conftest import CLICKS, HEADER_SMALL, TRIPS_SMALL, Project, cli_in_process
 
 pytestmark = pytest.mark.spark
 
@@ -207,10 +207,10 @@ def test_cli(history):
     stderr in text, one-line errors."""
     p = history.p
     at, want = history.moments["loaded again"]
-    r = cli(p, "query", ROWS, "--engine", "duckdb", "--as-of", format_timestamp(at), "--format", "json")
+    r = cli_in_process(p, "query", ROWS, "--engine", "duckdb", "--as-of", format_timestamp(at), "--format", "json")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == want
-    r = cli(p, "query", "SELECT count(*) AS n FROM trips", "--engine", "duckdb", "--as-of", "1")
+    r = cli_in_process(p, "query", "SELECT count(*) AS n FROM trips", "--engine", "duckdb", "--as-of", "1")
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith("as of ") and "trips: archive version 1 (cutoff 2026-11-19T00:00:00Z), live version" in r.stderr
     assert "│ 4 │" in r.stdout and "(1 row)" in r.stdout, r.stdout
@@ -218,7 +218,7 @@ def test_cli(history):
     for sql, as_of, says in [
             (ROWS, "7", "error: trips: archive version 7 does not exist; archive versions 0..2 exist ("),
             (join, "1", "error: --as-of 1: a version number is one table's archive version, and this query reads 2")]:
-        r = cli(p, "query", sql, "--engine", "duckdb", "--as-of", as_of, "--format", "json")
+        r = cli_in_process(p, "query", sql, "--engine", "duckdb", "--as-of", as_of, "--format", "json")
         assert r.returncode == 1 and r.stdout == "", r
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(says), r.stderr
