@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakehouse.bench.workload import generate_live, make_project
+from lakehouse.bench.workload import archive_figures, generate_live, make_project
 
 
 def _timed_archive(lh: Any, now: dt.datetime, ledger: bool) -> tuple[float, Any]:
@@ -107,15 +107,7 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
             replaced = sum(i.replaced.rows for _, i, _ in r.figures.days) if r.figures else 0
             assert r.rows_archived == upserts and (replaced == upserts or not books), (r.rows_archived, replaced)
         return {
-            "rows": rows,
-            "days": days,
-            "master": master,
-            "generate_seconds": round(generate_s, 2),
-            "baseline_sorted_delta_write_seconds": round(baseline_s, 2),
-            "archive_seconds": round(archive_s, 2),
-            "ratio_archive_to_baseline": round(archive_s / baseline_s, 2) if baseline_s else None,
-            "archive_steps_seconds": {k: round(v, 2) for k, v in result.timings.items()},
-            "vector_files": result.vector_files,
+            **archive_figures(rows, days, master, generate_s, baseline_s, archive_s, result),
             "ledger": _ledger_figures(first) | {
                 "merge_run_upserted_rows": upserts,
                 "merge_run": _ledger_figures(merge),

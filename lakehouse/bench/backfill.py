@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakehouse.bench.workload import generate_live, make_project
+from lakehouse.bench.workload import archive_figures, generate_live, make_project
 
 
 def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None) -> dict[str, Any]:
@@ -51,15 +51,7 @@ def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None
         again_s = time.monotonic() - t0
         assert again.rows_archived == late and delta_log.row_count(lh.paths("bench").archive) == rows + late
         return {
-            "rows": rows,
-            "days": days,
-            "master": master,
-            "generate_seconds": round(generate_s, 2),
-            "baseline_sorted_delta_write_seconds": round(baseline_s, 2),
-            "archive_seconds": round(archive_s, 2),
-            "ratio_archive_to_baseline": round(archive_s / baseline_s, 2) if baseline_s else None,
-            "archive_steps_seconds": {k: round(v, 2) for k, v in result.timings.items()},
-            "vector_files": result.vector_files,
+            **archive_figures(rows, days, master, generate_s, baseline_s, archive_s, result),
             "second_run_late_rows": late,
             "second_run_seconds": round(again_s, 2),
         }

@@ -1,5 +1,5 @@
 """What the benchmarks run on: the bench tables (YAML), generated trips (into a live Delta table
-or as CSV files) and a project holding the bench table."""
+or as CSV files), a project holding the bench table, and the figures they report."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from lakehouse.archive.run import ArchiveResult
     from lakehouse.project import Lakehouse
 
 BENCH_TABLE = """
@@ -117,3 +118,20 @@ def make_project(root: Path, master: str, table: str = BENCH_TABLE) -> Lakehouse
     lh = Lakehouse(Settings.resolve(root, str(root / "warehouse"), master, env={}))
     lh.migrate()
     return lh
+
+
+def archive_figures(rows: int, days: int, master: str, generate_s: float, baseline_s: float, archive_s: float,
+                    result: ArchiveResult) -> dict[str, Any]:
+    """The figures every archiving benchmark reports: its size, the plain sorted Delta write it
+    is measured against, the archiving run (per step) and the vector files it wrote."""
+    return {
+        "rows": rows,
+        "days": days,
+        "master": master,
+        "generate_seconds": round(generate_s, 2),
+        "baseline_sorted_delta_write_seconds": round(baseline_s, 2),
+        "archive_seconds": round(archive_s, 2),
+        "ratio_archive_to_baseline": round(archive_s / baseline_s, 2) if baseline_s else None,
+        "archive_steps_seconds": {k: round(v, 2) for k, v in result.timings.items()},
+        "vector_files": result.vector_files,
+    }
