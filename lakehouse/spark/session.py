@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 DELTA_VERSION = "4.0.1"
 DELTA_PACKAGE = f"io.delta:delta-spark_2.13:{DELTA_VERSION}"
+PACKAGE = Path(__file__).resolve().parent.parent
+"""The lakehouse package's folder (its log4j configuration, and the zip shipped to executors)."""
 _LOCK = threading.Lock()
 _SESSION: "SparkSession | None" = None
 _MASTER: str | None = None
@@ -53,7 +55,7 @@ def delta_jars() -> list[str]:
 
 def spark_conf(master: str) -> dict[str, str]:
     """The Spark configuration lakehouse runs with (without the jars)."""
-    log4j = Path(__file__).parent / "jvm" / "log4j2.properties"
+    log4j = PACKAGE / "jvm" / "log4j2.properties"
     level = (env("LAKEHOUSE_LOG_LEVEL") or "ERROR").upper()
     java_opts = f"-Dlog4j.configurationFile=file:{log4j} -Dlakehouse.log.level={level}"
     extra = env("LAKEHOUSE_JAVA_OPTS")  # e.g. faster start for short-lived test runs
@@ -154,6 +156,6 @@ def _package_zip() -> str:
     import shutil
     import tempfile
 
-    pkg = Path(__file__).resolve().parent
+    pkg = PACKAGE
     out = Path(tempfile.mkdtemp(prefix="lakehouse-pkg-")) / "lakehouse"
     return shutil.make_archive(str(out), "zip", root_dir=pkg.parent, base_dir=pkg.name)
