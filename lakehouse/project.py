@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
     from lakehouse.archive.reader import DayVector, LookupResult
     from lakehouse.archive.run import ArchiveResult
+    from lakehouse.audit.check import Report
+    from lakehouse.audit.verify import Check
     from lakehouse.ingest.load import LoadResult
     from lakehouse.ingest.pipeline import IngestReport
     from lakehouse.ingest.producer import Producer, Table
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
     from lakehouse.jobs.runner import Outcome
     from lakehouse.jobs.vacuum import VacuumPlan
     from lakehouse.lateness.core import Profile
-    from lakehouse.quality.check import Report
-    from lakehouse.quality.verify import Check
     from lakehouse.query.asof import AsOf
 
 log = logging.getLogger(__name__)
@@ -227,8 +227,8 @@ class Lakehouse:
         return lookup(d, self.paths(table), day, parse_where(d, where))
 
     def verify(self, table: str | None = None) -> list[Check]:
-        """Checks on both engines, compared (see lakehouse.quality.verify)."""
-        from lakehouse.quality.verify import Verifier
+        """Checks on both engines, compared (see lakehouse.audit.verify)."""
+        from lakehouse.audit.verify import Verifier
 
         defs = self.definitions()
         if table is not None:
@@ -236,7 +236,7 @@ class Lakehouse:
         out: list[Check] = []
         for src in sources(self.settings.warehouse, defs):
             out.extend(Verifier(self.spark(), src).run())
-        from lakehouse.quality.verify import saved_query_checks
+        from lakehouse.audit.verify import saved_query_checks
 
         out.extend(saved_query_checks(self, table))
         return out
@@ -244,9 +244,9 @@ class Lakehouse:
     # -- quality --------------------------------------------------------------------------
 
     def check(self, table: str, scope: str = "all", day: Any = None, docs: bool = True) -> Report:
-        """The table's quality checks: built-in invariants and its GE suite (see lakehouse.quality.check)."""
+        """The table's quality checks: built-in invariants and its GE suite (see lakehouse.audit.check)."""
+        from lakehouse.audit import check
         from lakehouse.live import check_loadable
-        from lakehouse.quality import check
         from lakehouse.query import TableSource
 
         d = self.definition(table)

@@ -17,8 +17,8 @@ from lakehouse import delta_log, faults
 from lakehouse.archive import ledger as L
 from lakehouse.archive import ledger_table
 from lakehouse.archive.state import read_snapshot
+from lakehouse.audit.verify import Verifier
 from lakehouse.errors import ConservationError
-from lakehouse.quality.verify import Verifier
 from lakehouse.query import TableSource
 from tests.conftest import TRIPS_SMALL
 

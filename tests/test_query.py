@@ -429,7 +429,7 @@ def test_show_explain_and_extended_describe_run_on_spark_and_are_refused_on_duck
 
 @pytest.mark.spark
 def test_verify_has_a_check_per_saved_query(loaded_repo):
-    from lakehouse.quality.verify import saved_query_checks
+    from lakehouse.audit.verify import saved_query_checks
 
     bad = loaded_repo.root / "queries" / "zz_approx.sql"
     bad.write_text("SELECT percentile_approx(duration_s, 0.5) AS p FROM trips\n")

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lakehouse import delta_log
 from lakehouse.definitions import PARTITION_COLUMN
+from lakehouse.spark.delta import table_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,12 +56,8 @@ def day_rows(path: str, version: int | None) -> dict[dt.date, int]:
 
 def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
     """The latest version of a Delta table and its cutoff, from Spark's Delta log."""
-    jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
-    snap = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-    txn = snap.transactions().get(CUTOFF_APP_ID)
-    cutoff = int(txn.get()) if txn.isDefined() else None
-    return Snapshot(int(snap.version()), cutoff)
+    version, cutoff = table_version(spark, path, CUTOFF_APP_ID)
+    return Snapshot(version, cutoff)
 
 
 @dataclass(frozen=True)

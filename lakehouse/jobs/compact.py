@@ -333,7 +333,7 @@ class Compaction:
             if n0 != n1:
                 raise LakehouseError(f"compaction of {self.definition.name}/archive: day {day} holds {n1} rows "
                                      f"after the rewrite, {n0} before; check the table with lakehouse verify")
-        from lakehouse.quality.verify import unsorted_day
+        from lakehouse.audit.verify import unsorted_day
 
         for day in days:
             base = self.paths.archive.rstrip("/")

@@ -1,2 +1,3 @@
-"""Spark, the pipeline's engine: the process's session (``session``) and committing to Delta
-tables with retries and SetTransaction idempotence (``commit``)."""
+"""Spark, the pipeline's engine: the process's session (``session``), committing to Delta
+tables with retries and SetTransaction idempotence (``commit``), and Delta's log as Spark sees
+it (``delta``)."""

@@ -3,7 +3,7 @@
 A run pins the table's snapshots (live first, as queries do), builds the rows of its scope
 (``all``: the split view, each row once; ``live`` or ``archive``: that table), runs the row
 invariants (quality.invariants) and the archive's file checks (sorted days, vector files; from
-lakehouse.quality.verify), then the ``quality:`` expectations through Great Expectations, and appends
+lakehouse.audit.verify), then the ``quality:`` expectations through Great Expectations, and appends
 every result to ``<warehouse>/_quality/results`` (``check --history``).
 
 ``quality.gate`` runs the same on the staged day batches of an archive run, before its commit
@@ -26,7 +26,7 @@ from lakehouse.quality.results import record
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.quality.verify import Check
+    from lakehouse.audit.verify import Check
     from lakehouse.query import TableSource
     from lakehouse.query.split import Split
 
@@ -70,7 +70,7 @@ def _views(spark: "SparkSession", source: "TableSource", split: "Split", scope: 
 def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str = "all",
         day: dt.date | None = None, docs: bool = True, trigger: str = "check") -> Report:
     """Every check of one table in ``scope`` (and on ``day``), recorded; see the module doc."""
-    from lakehouse.quality.verify import Verifier
+    from lakehouse.audit.verify import Verifier
 
     if scope not in SCOPES:
         raise LakehouseError(f"check {source.name}: --scope must be one of {', '.join(SCOPES)}, got {scope!r}")
