@@ -103,6 +103,7 @@ ENVIRONMENT: dict[str, str] = {
     "LAKEHOUSE_JARS": "where Delta's jars are cached (default <venv>/share/lakehouse/jars)",
     "LAKEHOUSE_LOG_LEVEL": "Spark's log level (default ERROR; -v makes it WARN, -vv INFO)",
     "LAKEHOUSE_JAVA_OPTS": "extra JVM options for the Spark driver",
+    "LAKEHOUSE_CLASS_ARCHIVE": "the Spark driver's class archive (default <venv>/share/lakehouse/spark-classes.jsa; off: none)",
     "LAKEHOUSE_SHUFFLE_PARTITIONS": "spark.sql.shuffle.partitions on a local master (default 4)",
     "LAKEHOUSE_DRIVER_MEMORY": "spark.driver.memory on a local master (default 2g)",
     "LAKEHOUSE_DEBUG": "set: an unexpected error prints its traceback instead of one line",

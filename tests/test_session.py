@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from lakehouse.spark import session
 
@@ -27,3 +32,39 @@ def test_package_zip_for_executors_holds_the_whole_package() -> None:
 def test_small_job_settings_apply_to_local_masters_only() -> None:
     assert session.spark_conf("local[2]")["spark.sql.shuffle.partitions"]
     assert "spark.sql.shuffle.partitions" not in session.spark_conf("spark://127.0.0.1:7077")
+
+
+def test_class_archive_options_follow_the_setting(tmp_path, monkeypatch) -> None:
+    from lakehouse.spark import class_archive
+
+    monkeypatch.setenv("LAKEHOUSE_CLASS_ARCHIVE", "off")
+    assert class_archive.path() is None and class_archive.java_options() == ""
+    monkeypatch.setenv("LAKEHOUSE_CLASS_ARCHIVE", str(tmp_path / "missing.jsa"))
+    assert class_archive.java_options() == ""  # not recorded (yet): Spark starts as before
+    archive = tmp_path / "mine.jsa"
+    archive.write_bytes(b"")
+    monkeypatch.setenv("LAKEHOUSE_CLASS_ARCHIVE", str(archive))
+    opts = class_archive.java_options()
+    assert f"-XX:SharedArchiveFile={archive}" in opts
+    assert opts in session.spark_conf("local[1]")["spark.driver.extraJavaOptions"]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_spark_driver_maps_the_class_archive_setup_recorded(tmp_path) -> None:
+    """make setup records the archive (python -m lakehouse.warmup); a driver started as lakehouse
+    starts one loads Spark's and Delta's classes from it, not from the jars."""
+    from lakehouse.spark import class_archive
+
+    assert class_archive.default_path().is_file(), "make setup records the class archive"
+    log = tmp_path / "classes.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    env["LAKEHOUSE_JAVA_OPTS"] = f"-Xlog:class+load=info:file={log}"
+    code = ("from lakehouse.spark.session import get_spark; s = get_spark('local[1]'); "
+            "s.sql('CREATE TABLE t (a INT) USING delta LOCATION \\'%s\\''); print(s.range(3).count())" % (tmp_path / "t"))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and p.stdout.strip().endswith("3"), p.stderr[-2000:]
+    loaded = log.read_text()
+    for cls in ("org.apache.spark.sql.SparkSession ", "org.apache.spark.sql.delta.DeltaLog "):
+        line = next(x for x in loaded.splitlines() if cls in x)
+        assert "shared objects file" in line, line

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.errors import ConfigError, first_line
 from lakehouse.settings import env
+from lakehouse.spark import class_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,14 +54,15 @@ def delta_jars() -> list[str]:
     return jars
 
 
-def spark_conf(master: str) -> dict[str, str]:
-    """The Spark configuration lakehouse runs with (without the jars)."""
+def spark_conf(master: str, java_options: str = "") -> dict[str, str]:
+    """The Spark configuration lakehouse runs with (without the jars); ``java_options`` go to the
+    driver's JVM after lakehouse's own."""
     log4j = PACKAGE / "jvm" / "log4j2.properties"
     level = (env("LAKEHOUSE_LOG_LEVEL") or "ERROR").upper()
     java_opts = f"-Dlog4j.configurationFile=file:{log4j} -Dlakehouse.log.level={level}"
-    extra = env("LAKEHOUSE_JAVA_OPTS")  # e.g. faster start for short-lived test runs
-    if extra:
-        java_opts += " " + extra
+    for extra in (class_archive.java_options(), env("LAKEHOUSE_JAVA_OPTS"), java_options):
+        if extra:  # LAKEHOUSE_JAVA_OPTS: e.g. a faster start for short-lived test runs
+            java_opts += " " + extra
     conf = {
         "spark.app.name": "lakehouse",
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -86,8 +88,9 @@ def spark_conf(master: str) -> dict[str, str]:
     return conf
 
 
-def get_spark(master: str = "local[*]") -> "SparkSession":
-    """The process's SparkSession with Delta, built on first use and reused afterwards."""
+def get_spark(master: str = "local[*]", java_options: str = "") -> "SparkSession":
+    """The process's SparkSession with Delta, built on first use and reused afterwards
+    (``java_options``: more options for the driver's JVM, used when it starts)."""
     global _SESSION, _MASTER
     with _LOCK:
         if _SESSION is not None:
@@ -102,7 +105,7 @@ def get_spark(master: str = "local[*]") -> "SparkSession":
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.master(master)
-        for k, v in spark_conf(master).items():
+        for k, v in spark_conf(master, java_options).items():
             builder = builder.config(k, v)
         jars = delta_jars()
         if jars:
