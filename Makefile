@@ -8,9 +8,10 @@ JARS   := $(VENV)/share/lakehouse/jars
 CLASSES := $(VENV)/share/lakehouse/.classes
 POM    := lakehouse/jvm/pom.xml
 PYTEST_ARGS ?=
-# Two pytest workers, a test module each at a time (its module fixtures stay on one worker, each
-# worker has its own SparkSession): much of the suite waits on child processes and JVM starts.
+# Two pytest workers, each with its own SparkSession, a group of tests each at a time: a test
+# module, or tests marked to run apart from it (tests/conftest.py), heaviest groups first.
 WORKERS ?= 2
+XDIST  := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: all setup demo test test-fast check-tools clean lint notebooks
 
@@ -58,10 +59,10 @@ demo: setup
 	$(BIN)/lakehouse demo --reset
 
 test: setup lint
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m "not spark and not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not spark and not slow" $(PYTEST_ARGS)
 
 # Re-execute notebooks/*.ipynb in place, each in a kernel of this venv on a fresh warehouse, so
 # that their committed outputs come from a real run.
