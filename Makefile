@@ -8,10 +8,10 @@ JARS   := $(VENV)/share/lakehouse/jars
 CLASSES := $(VENV)/share/lakehouse/.classes
 POM    := lakehouse/jvm/pom.xml
 PYTEST_ARGS ?=
-# Two pytest workers, each with its own SparkSession, a group of tests each at a time: a test
-# module, or tests marked to run apart from it (tests/conftest.py), heaviest groups first.
+# Two pytest workers, each with its own SparkSession, a scope of tests each at a time: a test
+# module, or a test that runs apart from it, heaviest first (tests/conftest.py schedules them).
 WORKERS ?= 2
-XDIST  := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
+XDIST  := -n $(WORKERS) --dist loadscope
 
 .PHONY: all setup demo test test-fast check-tools clean lint notebooks
 

@@ -54,38 +54,58 @@ event_time: at
 """
 
 
-# -- how the suite spreads over pytest-xdist's workers (make test: --dist loadgroup) ----------------
-# A group runs on one worker, its module fixtures built once. A test module is a group, except
-# tests marked with a group of their own (independent of their module's fixtures) so that they can
-# run beside it. Groups start heaviest first: a heavy group started last is the whole run's tail.
-GROUP_SECONDS = {
-    "test_archive_safety.py": 280, "backfill": 290, "test_stream_crash.py": 430, "test_jobs_processes.py": 420,
-    "kills-301": 75, "kills-302": 130, "kills-303": 75, "kills-304": 90, "test_archive_crash.py": 230,
-    "test_stream.py": 210, "test_query_parity.py": 160, "test_ingest_crash.py": 160, "test_ingest.py": 150,
-    "test_archive_memory.py": 150, "test_jobs.py": 150, "test_notebooks.py": 140, "test_quality.py": 115,
-    "test_query.py": 100, "test_load_crash.py": 100, "test_archive.py": 95, "test_time_travel.py": 75,
-    "test_live.py": 65, "test_delta_log.py": 65, "test_cli.py": 65, "test_load.py": 55, "test_ledger.py": 50,
-    "test_stream_interleavings.py": 40, "test_lateness_e2e.py": 30, "test_stream_model.py": 30,
+# -- how the suite spreads over pytest-xdist's workers (make test) --------------------------------
+# A scope runs on one worker, its module fixtures built once: a test module, or a test of APART
+# (independent of its module's fixtures) on its own, so that it can run beside its module. Scopes
+# start heaviest first: a heavy scope started last is the whole run's tail. (xdist's loadgroup
+# cannot do this: it renames tests, which pytest 9.2 no longer takes.)
+APART = (
+    "tests/test_archive_safety.py::test_a_backfill_of_1200_days_archives_purges_and_archives_again",
+    "tests/test_stream_kills.py::test_random_kills_lose_and_double_nothing[",
+)
+SCOPE_SECONDS = {
+    "test_archive_safety.py": 280, "test_stream_crash.py": 430, "test_jobs_processes.py": 420,
+    "test_archive_safety.py::test_a_backfill_of_1200_days_archives_purges_and_archives_again": 290,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[302]": 130,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[304]": 90,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[301]": 75,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[303]": 75,
+    "test_archive_crash.py": 230, "test_stream.py": 210, "test_query_parity.py": 160, "test_ingest_crash.py": 160,
+    "test_ingest.py": 150, "test_archive_memory.py": 150, "test_jobs.py": 150, "test_notebooks.py": 140,
+    "test_quality.py": 115, "test_query.py": 100, "test_load_crash.py": 100, "test_archive.py": 95,
+    "test_time_travel.py": 75, "test_live.py": 65, "test_delta_log.py": 65, "test_cli.py": 65, "test_load.py": 55,
+    "test_ledger.py": 50, "test_stream_interleavings.py": 40, "test_lateness_e2e.py": 30, "test_stream_model.py": 30,
 }
-"""Seconds each group took in a `make test` of two workers on this machine (the order they start in;
-an unlisted group is light and starts after these)."""
+"""Seconds each scope took in a `make test` of two workers on this machine (the order they start
+in; an unlisted scope is light and starts after these)."""
+
+
+def scope_of(nodeid: str) -> str:
+    """The scope of a test: its module, or the test itself when APART names it."""
+    return nodeid if nodeid.startswith(APART) else nodeid.split("::", 1)[0]
+
+
+def scope_seconds(nodeid: str) -> int:
+    return SCOPE_SECONDS.get(scope_of(nodeid).removeprefix("tests/"), 0)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give every test its group (its module's, unless marked ``xdist_group``) and start the
-    heaviest groups first; the order within a group stays as collected. Every worker sorts the
-    same collection the same way, as xdist requires."""
-    def group(item: pytest.Item) -> str:
-        mark = item.get_closest_marker("xdist_group")
-        if mark is None:
-            name = Path(str(item.fspath)).name
-            item.add_marker(pytest.mark.xdist_group(name))
-            return name
-        return str(mark.args[0] if mark.args else mark.kwargs["name"])
+    """Heaviest scopes first, each scope's tests in collection order (every worker sorts the
+    same collection the same way, as xdist requires)."""
+    items.sort(key=lambda item: -scope_seconds(item.nodeid))  # stable
 
-    weight = {id(item): GROUP_SECONDS.get(group(item), 0) for item in items}
-    items.sort(key=lambda item: -weight[id(item)])  # stable: collection order within a group
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Scopes as scope_of() says, in the order the workers collected them (heaviest first)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class HeaviestFirst(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return HeaviestFirst(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -277,7 +277,6 @@ def test_staged_rows_are_checked_against_the_plan():
 
 @pytest.mark.slow
 @pytest.mark.spark
-@pytest.mark.xdist_group("backfill")  # the suite's longest test: beside the rest of its module
 def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spark):
     """Years of history in one run: day predicates of several IN lists (500 days each), one
     vector run per day, the purge and a second run merging late rows into old days. (3,000 days

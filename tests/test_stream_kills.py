@@ -499,7 +499,7 @@ def run_killed(p: Project, op: Op, now: int, ref: RefStream, books: Books, worke
     return 1
 
 
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.xdist_group(f"kills-{s}")) for s in SEEDS])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_random_kills_lose_and_double_nothing(spark: Any, tmp_path: Any, seed: int) -> None:
     print(f"seed {seed} (replay: LAKEHOUSE_KILL_SEEDS={seed})")
     counts = run_seed(seed, tmp_path)
