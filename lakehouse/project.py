@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
     from lakehouse.archive.reader import DayVector, LookupResult
     from lakehouse.archive.run import ArchiveResult
-    from lakehouse.audit.check import Report
     from lakehouse.audit.verify import Check
     from lakehouse.ingest.load import LoadResult
     from lakehouse.ingest.pipeline import IngestReport
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from lakehouse.jobs.runner import Outcome
     from lakehouse.jobs.vacuum import VacuumPlan
     from lakehouse.lateness.core import Profile
+    from lakehouse.quality.model import Report
     from lakehouse.query.asof import AsOf
 
 log = logging.getLogger(__name__)

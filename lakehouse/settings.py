@@ -137,12 +137,16 @@ def env_float(name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r}: not a number of seconds") from None
 
 
+OFF = ("0", "false", "no", "off")
+"""The values that switch a LAKEHOUSE_* setting off."""
+
+
 def env_flag(name: str, default: bool) -> bool:
     """A LAKEHOUSE_* switch: 0/false/no/off turn it off, anything else on."""
     raw = env(name)
     if raw is None:
         return default
-    return raw.strip().lower() not in ("0", "false", "no", "off")
+    return raw.strip().lower() not in OFF
 
 
 def set_env(name: str, value: str) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lakehouse.settings import env
+from lakehouse.settings import OFF, env
 
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 """The JVM's own CDS warnings (classes it cannot archive, an archive it cannot map) stay unsaid."""
@@ -28,7 +28,7 @@ def default_path() -> Path:
 def path() -> Path | None:
     """The archive a driver starts from, or None (switched off, or not recorded yet)."""
     chosen = env("LAKEHOUSE_CLASS_ARCHIVE")
-    if chosen is not None and chosen.strip().lower() in ("off", "0", "false", "no"):
+    if chosen is not None and chosen.strip().lower() in OFF:
         return None
     p = Path(chosen) if chosen else default_path()
     return p if p.is_file() else None
