@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import DriftError, TableNotFound
 from lakehouse.physical import column_drift, describe
-from lakehouse.spark.commit import idempotent
+from lakehouse.spark.commit import idempotent, merge_into
 from lakehouse.staging import FILE_COLUMN, LINE_COLUMN
 from lakehouse.warehouse import TablePaths
 
@@ -62,8 +62,6 @@ def commit_live(spark: "SparkSession", definition: TableDefinition, paths: Table
 
 def _commit_live(spark: "SparkSession", definition: TableDefinition, paths: TablePaths,
                  good: "DataFrame", load_id: str, days: set[dt.date], rows: int) -> tuple[int, int]:
-    from delta.tables import DeltaTable
-
     src = _source_frame(definition, good, load_id)
     if not definition.has_key:
         src.write.format("delta").mode("append").save(paths.live)
@@ -72,15 +70,5 @@ def _commit_live(spark: "SparkSession", definition: TableDefinition, paths: Tabl
     # so concurrent loads and archive purges of other days do not conflict with it.
     cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in (*definition.primary_key, PARTITION_COLUMN))
     cond += f" AND t.`{PARTITION_COLUMN}` IN ({', '.join(repr(d.isoformat()) for d in sorted(days))})"
-    metrics = (
-        DeltaTable.forPath(spark, paths.live).alias("t")
-        .merge(src.alias("s"), cond)
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-        .collect()
-    )
-    if metrics:
-        m = metrics[0].asDict()
-        return int(m.get("num_inserted_rows", 0) or 0), int(m.get("num_updated_rows", 0) or 0)
-    return 0, 0
+    m = merge_into(spark, paths.live, src, cond, "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    return m.get("num_inserted_rows", 0), m.get("num_updated_rows", 0)

@@ -21,7 +21,7 @@ from lakehouse.definitions import (
 )
 from lakehouse.durations import Duration
 from lakehouse.spark.commit import with_retries
-from lakehouse.sql import spark_ident
+from lakehouse.sql import literal, spark_ident
 from lakehouse.types import ColumnType
 from lakehouse.warehouse import TablePaths
 
@@ -136,15 +136,14 @@ def table_schema(definition: TableDefinition) -> "StructType":
 def create_delta(
     spark: "SparkSession", path: str, schema: "StructType", partitioned: bool, properties: dict[str, str]
 ) -> None:
-    """Create a Delta table at ``path`` (no-op when it exists)."""
-    from delta.tables import DeltaTable
-
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-    if partitioned:
-        builder = builder.partitionedBy(PARTITION_COLUMN)
-    for k, v in {**BASE_PROPERTIES, **properties}.items():
-        builder = builder.property(k, v)
-    builder.execute()
+    """Create a Delta table at ``path`` (no-op when it exists), with one SQL statement (any
+    kind of session runs it)."""
+    columns = ", ".join(f"{spark_ident(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+                        for f in schema.fields)
+    props = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in {**BASE_PROPERTIES, **properties}.items())
+    spark.sql(f"CREATE TABLE IF NOT EXISTS delta.{spark_ident(path)} ({columns}) USING DELTA"
+              + (f" PARTITIONED BY ({spark_ident(PARTITION_COLUMN)})" if partitioned else "")
+              + (f" TBLPROPERTIES ({props})" if props else "")).collect()
 
 
 def create_table(spark: "SparkSession", paths: TablePaths, definition: TableDefinition) -> None:

@@ -412,11 +412,12 @@ def test_both_engines_refuse_what_is_not_read_only(loaded_repo, sql, construct, 
 def test_sparks_own_parse_is_checked_too(spark, sql, kind):
     """The second line of defence: whatever sqlglot thought, Spark's parse must agree."""
     from lakehouse.query.guard import Checked
-    from lakehouse.query.spark import confirm
+    from lakehouse.query.spark import confirm, parsed_plan
 
-    plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+    spark.range(1).createOrReplaceTempView("trips")
+    tree = parsed_plan(spark, sql)
     with pytest.raises(QueryError, match=r"^query: .* \(as Spark parses it\)"):
-        confirm(spark, plan, Checked(kind, None))  # type: ignore[arg-type]
+        confirm(tree, Checked(kind, None))  # type: ignore[arg-type]
 
 
 @pytest.mark.spark

@@ -15,7 +15,7 @@ from lakehouse.archive.order import days_predicate, row_order
 from lakehouse.archive.plan import ArchivePlan
 from lakehouse.archive.reader import current_encoding
 from lakehouse.archive.stage import day_partitions, read_staged
-from lakehouse.archive.state import CUTOFF_APP_ID, day_rows, spark_snapshot
+from lakehouse.archive.state import CUTOFF_APP_ID, current_snapshot, day_rows
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, LakehouseError
 from lakehouse.lease import Lease
@@ -73,7 +73,7 @@ def commit(
         writer = spark.createDataFrame([], schema).write.format("delta").mode("append")
     if lease is not None:
         lease.check()
-    current = spark_snapshot(spark, paths.archive)
+    current = current_snapshot(paths.archive)
     if current.version != plan.archive_version:
         raise CommitConflict(
             f"archive {d.name}: the archive changed since the plan (version {plan.archive_version} -> "
@@ -84,7 +84,7 @@ def commit(
     if figures is not None:
         writer = writer.option("userMetadata", commit_info(figures))
     writer.save(paths.archive)
-    after = spark_snapshot(spark, paths.archive)
+    after = current_snapshot(paths.archive)
     if after.cutoff != plan.cutoff:
         raise CommitConflict(
             f"archive {d.name}: cutoff {plan.cutoff} was not committed (the archive holds {after.cutoff}); "
@@ -100,7 +100,7 @@ def check_committed(
     """The committed rows per day are the staged ones (from the Delta log; no data read)."""
     if not plan.days:
         return
-    version = spark_snapshot(spark, paths.archive).version
+    version = current_snapshot(paths.archive).version
     committed = day_rows(paths.archive, version)
     bad = [day for day in plan.days if committed.get(day, 0) != staged.get(day, 0)]
     if bad:

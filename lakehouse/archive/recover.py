@@ -13,9 +13,9 @@ from lakehouse import storage
 from lakehouse.archive import ledger_table, vectors
 from lakehouse.archive.order import cutoff_column, days_predicate
 from lakehouse.archive.plan import cutoff_time, date_literal
-from lakehouse.archive.state import spark_snapshot
+from lakehouse.archive.state import current_snapshot
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
-from lakehouse.spark.commit import with_retries
+from lakehouse.spark.commit import merge_into, with_retries
 from lakehouse.storage import join, remove_tree
 from lakehouse.warehouse import TablePaths
 
@@ -29,12 +29,11 @@ def purge(spark: SparkSession, definition: TableDefinition, paths: TablePaths, c
     """Delete from live the rows the archive holds: event time < cutoff and a (day, load)
     pair the archive's batch of that day contains. One MERGE against the small frame of
     pairs, however many days. Idempotent; returns rows deleted."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     d = definition
     if cutoff is None:
-        cutoff = spark_snapshot(spark, paths.archive).cutoff
+        cutoff = current_snapshot(paths.archive).cutoff
         if cutoff is None:
             return 0
     live = spark.read.format("delta").load(paths.live)
@@ -66,17 +65,8 @@ def purge(spark: SparkSession, definition: TableDefinition, paths: TablePaths, c
 
     def delete() -> int:
         """One MERGE deleting the held pairs' rows; the rows it deleted."""
-        table = DeltaTable.forPath(spark, paths.live)
-        (
-            table.alias("t")
-            .merge(F.broadcast(source).alias("s"), cond)
-            .whenMatchedDelete()
-            .execute()
-        )
-        last = table.history(1).select("operation", "operationMetrics").collect()[0]
-        if last["operation"] != "MERGE":
-            return 0
-        return int((last["operationMetrics"] or {}).get("numTargetRowsDeleted", 0))
+        return merge_into(spark, paths.live, F.broadcast(source), cond, "WHEN MATCHED THEN DELETE").get(
+            "num_deleted_rows", 0)
 
     deleted, _ = with_retries(f"purge of archived rows from {d.name}/live", delete)
     return deleted
@@ -87,7 +77,7 @@ def discard_uncommitted(spark: SparkSession, paths: TablePaths, cutoff: int, sta
     try:
         if staging:
             remove_tree(staging)
-        if spark_snapshot(spark, paths.archive).cutoff == cutoff:
+        if current_snapshot(paths.archive).cutoff == cutoff:
             return
         files, _ = vectors.list_files(paths.vectors)
         vectors.delete([f.path for f in files if f.cutoff == cutoff], paths.vectors)
@@ -104,7 +94,7 @@ def clean(spark: SparkSession, paths: TablePaths, committed: int | None = None) 
     import pyarrow.fs as pafs
 
     if committed is None:
-        committed = spark_snapshot(spark, paths.archive).cutoff
+        committed = current_snapshot(paths.archive).cutoff
     files, temps = vectors.list_files(paths.vectors)
     junk = [f.path for f in vectors.garbage(files, committed)] + temps
     removed = vectors.delete(junk, paths.vectors)
@@ -134,6 +124,6 @@ def recover(
 ) -> tuple[int, int, int]:
     """Finish what a crashed or failed run left: (rows purged, files removed, ledger rows
     repaired); the ledger rows a crash kept out of the ledger are written first."""
-    committed = spark_snapshot(spark, paths.archive).cutoff
+    committed = current_snapshot(paths.archive).cutoff
     repaired = ledger_table.repair(spark, definition, paths, committed) if ledger else 0
     return purge(spark, definition, paths, committed), clean(spark, paths, committed), repaired

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
@@ -17,15 +18,12 @@ from lakehouse.archive.plan import ArchivePlan, group_days, partition_count
 from lakehouse.archive.reader import current_encoding
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
+from lakehouse.spark.session import parallelism
+from lakehouse.spark.tasks import per_item
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-def parallelism(spark: SparkSession) -> int:
-    """The session's default parallelism (at least 1)."""
-    return max(1, int(spark.sparkContext.defaultParallelism))
 
 
 def read_at(spark: SparkSession, path: str, version: int) -> DataFrame:
@@ -154,5 +152,14 @@ def write_vectors(
     }
     weights = {day: plan.new_rows.get(day, 0) + plan.archive_rows.get(day, 0) for day in files}
     groups = [[tasks[day] for day in g] for g in group_days(weights, parallelism(spark))]
-    done = spark.sparkContext.parallelize(groups, len(groups)).flatMap(encode_days).collect()
-    return sum(n for _, _, n in done), {dt.date.fromisoformat(day): rows for day, rows, _ in done}
+    done = per_item(spark, groups, _encoded, "day STRING, rows LONG, files LONG").collect()
+    return (sum(int(r["files"]) for r in done),
+            {dt.date.fromisoformat(r["day"]): int(r["rows"]) for r in done})
+
+
+def _encoded(group: list[DayTask]) -> Iterator[pa.RecordBatch]:
+    """A Spark task's work: encode its days; (day, rows, files) of each."""
+    done = encode_days(group)
+    yield pa.RecordBatch.from_pydict({"day": [d for d, _, _ in done], "rows": [r for _, r, _ in done],
+                                      "files": [n for _, _, n in done]},
+                                     schema=pa.schema([("day", pa.string()), ("rows", pa.int64()), ("files", pa.int64())]))

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lakehouse import delta_log
 from lakehouse.definitions import PARTITION_COLUMN
-from lakehouse.spark.delta import table_version
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from lakehouse.errors import TableNotFound
 
 CUTOFF_APP_ID = "lakehouse.cutoff"
 
@@ -54,10 +50,13 @@ def day_rows(path: str, version: int | None) -> dict[dt.date, int]:
     return out
 
 
-def spark_snapshot(spark: "SparkSession", path: str) -> Snapshot:
-    """The latest version of a Delta table and its cutoff, from Spark's Delta log."""
-    version, cutoff = table_version(spark, path, CUTOFF_APP_ID)
-    return Snapshot(version, cutoff)
+def current_snapshot(path: str) -> Snapshot:
+    """The latest version of a Delta table and its cutoff, read from its log as the next commit
+    will see it (delta-rs: any kind of Spark session, or none)."""
+    snap = read_snapshot(path)
+    if snap is None:
+        raise TableNotFound(f"no Delta table at {path}; run `lakehouse migrate`")
+    return snap
 
 
 @dataclass(frozen=True)

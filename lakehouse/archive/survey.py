@@ -12,7 +12,7 @@ from lakehouse.archive.order import cutoff_column
 from lakehouse.archive.plan import ArchivePlan, cutoff_time, new_cutoff
 from lakehouse.archive.reader import current_encoding
 from lakehouse.archive.stage import read_at
-from lakehouse.archive.state import day_rows, spark_snapshot
+from lakehouse.archive.state import current_snapshot, day_rows
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.live import check_loadable
@@ -51,8 +51,8 @@ def survey(
 
     d = definition
     check_loadable(d, paths)
-    archive = spark_snapshot(spark, paths.archive)
-    live = spark_snapshot(spark, paths.live)
+    archive = current_snapshot(paths.archive)
+    live = current_snapshot(paths.live)
     watermark = None
     if d.archive.clock == "bound":
         watermark = _watermark(d, paths, now)

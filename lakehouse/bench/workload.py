@@ -48,6 +48,7 @@ def generate_live(spark: Any, live_path: str, rows: int, start: dt.datetime, day
     from pyspark.sql import functions as F
 
     from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN
+    from lakehouse.spark.session import parallelism
 
     span = days * 86_400
     i = F.col("id")
@@ -66,7 +67,7 @@ def generate_live(spark: Any, live_path: str, rows: int, start: dt.datetime, day
         ).otherwise(F.abs(F.hash(i, F.lit(6))) % span)).alias("event_time"),
         F.lit(load).alias(LOAD_COLUMN),
     ).withColumn(PARTITION_COLUMN, F.to_date("event_time"))
-    (gen.repartitionByRange(max(1, spark.sparkContext.defaultParallelism), PARTITION_COLUMN)
+    (gen.repartitionByRange(max(1, parallelism(spark)), PARTITION_COLUMN)
      .write.format("delta").mode("append").save(live_path))
 
 

@@ -37,6 +37,8 @@ from lakehouse.ingest.state import (
     is_files_source,
 )
 from lakehouse.inputs import Format, detect_format
+from lakehouse.spark.session import parallelism
+from lakehouse.spark.tasks import per_item
 from lakehouse.staging import (
     FILE_COLUMN,
     FILE_ERROR,
@@ -315,16 +317,13 @@ class BatchRunner:
         definition = self.definition
         schema = from_arrow_schema(block_schema(definition))
 
-        def parse(batches: Any) -> Any:
-            for rb in batches:
-                for row in rb.to_pylist():
-                    yield from parse_block(definition, _block_from_row(row))
+        def parse(group: list[Block]) -> Any:
+            for block in group:
+                yield from parse_block(definition, block)
 
-        groups = pack_blocks(blocks, definition.ingest.block_size, spark.sparkContext.defaultParallelism)
-        rdd = spark.sparkContext.parallelize([[_block_row(b) for b in g] for g in groups], len(groups))
-        desc = spark.createDataFrame(rdd.flatMap(lambda g: g), _BLOCK_DDL)
+        groups = pack_blocks(blocks, definition.ingest.block_size, parallelism(spark))
         crashpoints.kill_later("ingest_during_staging", 0.5)
-        desc.mapInArrow(parse, schema).write.mode("overwrite").parquet(join(staging, "rows"))
+        per_item(spark, groups, parse, schema).write.mode("overwrite").parquet(join(staging, "rows"))
         crashpoints.reached("ingest_after_staging")
         stats = (
             self._staged(spark, staging)
@@ -395,16 +394,3 @@ def _block_bytes(b: Block) -> int:
             return 1
     return max(1, b.end - b.start)
 
-
-_BLOCK_DDL = ("file_index INT, path STRING, format STRING, idx INT, start LONG, end_ LONG, "
-              "first_line LONG, header ARRAY<STRING>, error STRING")
-
-
-def _block_row(b: Block) -> tuple[Any, ...]:
-    return (b.file_index, b.path, b.format, b.index, b.start, b.end, b.first_line,
-            list(b.header) if b.header is not None else None, b.error)
-
-
-def _block_from_row(r: dict[str, Any]) -> Block:
-    return Block(r["file_index"], r["path"], r["format"], r["idx"], r["start"], r["end_"], r["first_line"],
-                 tuple(r["header"]) if r["header"] is not None else None, r["error"])

@@ -34,6 +34,8 @@ from lakehouse.errors import CommitConflict, LakehouseError
 from lakehouse.layout import DataFile, Layout, layout
 from lakehouse.lease import Lease
 from lakehouse.spark.commit import SESSION_CONF, with_retries
+from lakehouse.spark.session import parallelism
+from lakehouse.sql import spark_ident
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -251,8 +253,6 @@ class Compaction:
             pp.version_after = lay.version
 
     def _live(self, p: CompactPlan) -> None:
-        from delta.tables import DeltaTable
-
         target = p.target
         where = days_sql(PARTITION_COLUMN, sorted(p.live.days))
 
@@ -268,7 +268,7 @@ class Compaction:
                     for k, v in keys.items():
                         conf.set(k, v)
                     crashpoints.kill_later("compact_during_live", 0.5)
-                    DeltaTable.forPath(self.spark, self.paths.live).optimize().where(where).executeCompaction()
+                    self.spark.sql(f"OPTIMIZE delta.{spark_ident(self.paths.live)} WHERE {where}").collect()
                 finally:
                     for k, old in before.items():
                         if old is None:
@@ -284,11 +284,11 @@ class Compaction:
         from pyspark.sql import functions as F
 
         from lakehouse.archive.order import archive_columns, row_order
-        from lakehouse.archive.state import spark_snapshot
+        from lakehouse.archive.state import current_snapshot
 
         d = self.definition
         days = sorted(p.archive.days)
-        current = spark_snapshot(self.spark, self.paths.archive)
+        current = current_snapshot(self.paths.archive)
         if current.version != p.archive.version:  # an archive run committed since the plan: plan again
             p.archive = plan(d, self.paths, ("archive",), p.day).archive
             days = sorted(p.archive.days)
@@ -301,13 +301,13 @@ class Compaction:
             self.spark.read.format("delta").option("versionAsOf", version).load(self.paths.archive)
             .where(where)
             .select(*archive_columns(d))
-            .repartition(max(1, min(len(days), self._parallelism())), F.col(PARTITION_COLUMN))
+            .repartition(max(1, min(len(days), parallelism(self.spark))), F.col(PARTITION_COLUMN))
             .sortWithinPartitions(*row_order(d))
         )
         with SESSION_CONF:
             if self.lease is not None:
                 self.lease.check()
-            if spark_snapshot(self.spark, self.paths.archive).version != version:
+            if current_snapshot(self.paths.archive).version != version:
                 raise CommitConflict(f"compaction of {d.name}/archive: the archive changed since the plan "
                                      f"(version {version}); planning again")
             crashpoints.kill_later("compact_during_archive", 0.5)
@@ -316,7 +316,7 @@ class Compaction:
              .option("dataChange", "false")
              .option("maxRecordsPerFile", p.archive.rows_per_file)
              .save(self.paths.archive))
-        after = spark_snapshot(self.spark, self.paths.archive)
+        after = current_snapshot(self.paths.archive)
         if after.version != version + 1:
             raise LakehouseError(
                 f"compaction of {d.name}/archive: another commit landed next to the rewrite of "
@@ -344,8 +344,6 @@ class Compaction:
                 raise LakehouseError(f"compaction of {self.definition.name}/archive: day {day}: {problem}; "
                                      "check the table with lakehouse verify")
 
-    def _parallelism(self) -> int:
-        return max(1, int(self.spark.sparkContext.defaultParallelism))
 
 
 def run_optimize(spark_factory: Any, warehouse: str, definition: TableDefinition, day: dt.date | None = None,

@@ -1,9 +1,11 @@
 """Running SQL on Spark with every table registered as a temporary split view.
 
 A user's statement passes the read-only guard (sqlglot, lakehouse.query.guard) and then Spark's
-own parser: the plan Spark parsed must be exactly one statement of the kind the guard allowed,
-reading only plain table names, and that very plan is what runs. So a difference between the
-two parsers (comments, quoting, escapes) cannot run anything the guard did not see. Spark runs
+own parser: the plan Spark parses (``EXPLAIN EXTENDED``, which runs nothing, on a classic or a
+Spark Connect session alike) must be exactly one statement of the kind the guard allowed, with no
+command in it, reading only plain table names; the same text is then run, parsed again the same
+way. So a difference between the two parsers (comments, quoting, escapes) cannot run anything
+the guard did not see. Spark runs
 the user's text, not sqlglot's regeneration of it: regeneration is lossy (sqlglot 30 turns
 ``percentile_cont(...) WITHIN GROUP`` into ``percentile_approx``).
 """
@@ -15,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.archive.state import spark_snapshot
+from lakehouse.archive.state import current_snapshot
 from lakehouse.errors import QueryError, first_line
 from lakehouse.query import TableSource, guard
+from lakehouse.query.commands import is_command
 from lakehouse.query.split import Split
 
 if TYPE_CHECKING:
@@ -48,8 +51,8 @@ def frame(spark: SparkSession, split: Split) -> DataFrame:
 
 def current(spark: SparkSession, t: TableSource) -> Split:
     """The split view on the latest versions as Spark's Delta log sees them (live read first)."""
-    live = spark_snapshot(spark, t.paths.live)
-    return Split(t, live, spark_snapshot(spark, t.paths.archive))
+    live = current_snapshot(t.paths.live)
+    return Split(t, live, current_snapshot(t.paths.archive))
 
 
 def register_views(spark: SparkSession, tables: list[TableSource], as_of: AsOf | None = None) -> None:
@@ -75,34 +78,48 @@ def run(spark: SparkSession, tables: list[TableSource], sql: str, as_of: AsOf | 
     checked = guard.check(sql)
     try:
         register_views(spark, tables, as_of)
-        plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+        tree = parsed_plan(spark, sql)
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"spark: {first_line(e)}") from None
-    confirm(spark, plan, checked)
+    confirm(tree, checked)
     try:
-        return _dataframe(spark, plan).toArrow()
+        return spark.sql(sql).toArrow()
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"spark: {first_line(e)}") from None
 
 
+def parsed_plan(spark: SparkSession, sql: str) -> str:
+    """The tree of the plan Spark's parser makes of ``sql``, as text, read without running it
+    (``EXPLAIN EXTENDED``: a Spark Connect session runs a command at once, so the check must
+    come before)."""
+    text = str(spark.sql(f"EXPLAIN EXTENDED {sql}").collect()[0][0])
+    head, sep, rest = text.partition(_PARSED)
+    if not sep:  # Spark could not parse it: its message stands in the output
+        raise QueryError(f"spark: {first_line(text)}")
+    return rest.split(_ANALYZED, 1)[0].strip("\n")
+
+
+_PARSED = "== Parsed Logical Plan ==\n"
+_ANALYZED = "\n== Analyzed Logical Plan =="
 _PLAN_KINDS = {"show": ("Show",), "describe": ("Describe",), "explain": ("ExplainCommand",)}
+_NODE = re.compile(r"^[\s:|+-]*'?(\w+)", re.MULTILINE)
 _RELATION = re.compile(r"'UnresolvedRelation \[(.*?)\], ")
 _TVF = re.compile(r"'UnresolvedTableValuedFunction \[(.*?)\], ")
 
 
-def confirm(spark: SparkSession, plan: Any, checked: guard.Checked) -> None:
-    """Spark's parse agrees with the guard: the statement kind, plain table names, TVFs."""
-    jvm: Any = spark._jvm
-    name = plan.getClass().getSimpleName()
+def confirm(tree: str, checked: guard.Checked) -> None:
+    """Spark's parse (``tree``, from ``parsed_plan``) agrees with the guard: the statement
+    kind, no command anywhere in a query, plain table names, TVFs. Spark parses the same text
+    with the same settings again when it runs it, so what runs is what was checked."""
+    nodes = _NODE.findall(tree)
+    name = nodes[0] if nodes else "an empty plan"
     if checked.kind == "query":
-        for trait in ("Command", "ParsedStatement"):
-            cls = jvm.java.lang.Class.forName(f"org.apache.spark.sql.catalyst.plans.logical.{trait}")
-            if cls.isInstance(plan):
-                raise guard.refuse(f"{name} (as Spark parses it)")
+        for node in nodes:
+            if is_command(node):
+                raise guard.refuse(f"{node} (as Spark parses it)")
     elif not name.startswith(_PLAN_KINDS[checked.kind]):
         raise guard.refuse(f"{name} (as Spark parses it)")
-    # The tree string includes CTE definitions and subqueries.
-    tree = plan.treeString()
+    # The tree includes CTE definitions and subqueries.
     if "ScriptTransformation" in tree:
         raise guard.refuse("TRANSFORM ... USING (as Spark parses it)", "it runs an external script")
     for parts in _RELATION.findall(tree):
@@ -113,12 +130,3 @@ def confirm(spark: SparkSession, plan: Any, checked: guard.Checked) -> None:
         if fn.lower() not in guard.TABLE_FUNCTIONS:
             raise guard.refuse(f"table function {fn}() (as Spark parses it)",
                                "queries read only the project's tables")
-
-
-def _dataframe(spark: SparkSession, plan: Any) -> DataFrame:
-    """The DataFrame of an already parsed (and confirmed) plan."""
-    from pyspark.sql import DataFrame
-
-    jvm: Any = spark._jvm
-    jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
-    return DataFrame(jdf, spark)

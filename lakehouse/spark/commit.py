@@ -13,13 +13,15 @@ import logging
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from lakehouse.errors import CommitConflict, first_line, is_conflict
+from lakehouse.sql import spark_ident
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,3 +70,19 @@ def idempotent(spark: "SparkSession", txn: tuple[str, int] | None) -> Iterator[N
         finally:
             spark.conf.unset("spark.databricks.delta.write.txnAppId")
             spark.conf.unset("spark.databricks.delta.write.txnVersion")
+
+
+def merge_into(spark: "SparkSession", path: str, source: "DataFrame", on: str, actions: str) -> dict[str, int]:
+    """One ``MERGE INTO`` the Delta table at ``path`` (alias ``t``) from ``source`` (alias ``s``)
+    ``ON on`` with the ``WHEN ...`` clauses ``actions``, in SQL (any kind of session runs it);
+    Delta's metrics (``num_inserted_rows``, ``num_updated_rows``, ``num_deleted_rows``, ...), or
+    {} when Delta skipped the write (its SetTransaction already recorded)."""
+    view = f"lh_merge_source_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    try:
+        rows = spark.sql(f"MERGE INTO delta.{spark_ident(path)} AS t USING {view} AS s ON {on} {actions}").collect()
+    finally:
+        spark.catalog.dropTempView(view)
+    if not rows:
+        return {}
+    return {k: int(v or 0) for k, v in rows[0].asDict().items()}

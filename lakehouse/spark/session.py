@@ -33,6 +33,7 @@ PACKAGE = Path(__file__).resolve().parent.parent
 _LOCK = threading.Lock()
 _SESSION: "SparkSession | None" = None
 _MASTER: str | None = None
+"""The process's session and what it reaches: a master URL, or a Spark Connect URL (``sc://``)."""
 
 
 def jars_dir() -> Path:
@@ -88,9 +89,11 @@ def spark_conf(master: str, java_options: str = "") -> dict[str, str]:
     return conf
 
 
-def get_spark(master: str = "local[*]", java_options: str = "") -> "SparkSession":
+def get_spark(master: str = "local[*]", java_options: str = "",
+              extra_conf: dict[str, str] | None = None) -> "SparkSession":
     """The process's SparkSession with Delta, built on first use and reused afterwards
-    (``java_options``: more options for the driver's JVM, used when it starts)."""
+    (``java_options``: more options for the driver's JVM, used when it starts; ``extra_conf``:
+    more Spark settings, e.g. the Connect server's)."""
     global _SESSION, _MASTER
     with _LOCK:
         if _SESSION is not None:
@@ -105,7 +108,7 @@ def get_spark(master: str = "local[*]", java_options: str = "") -> "SparkSession
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.master(master)
-        for k, v in spark_conf(master, java_options).items():
+        for k, v in {**spark_conf(master, java_options), **(extra_conf or {})}.items():
             builder = builder.config(k, v)
         jars = delta_jars()
         if jars:
@@ -145,12 +148,68 @@ def _jvm_stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def connect(url: str, ship_package: bool) -> "SparkSession":
+    """The process's session as a client of the Spark Connect server at ``url`` (``sc://...``,
+    with its token), made on first use and reused afterwards. ``ship_package``: add the lakehouse
+    package to the session's artifacts, for a server whose Python workers cannot import it."""
+    global _SESSION, _MASTER
+    with _LOCK:
+        if _SESSION is not None:
+            if url != _MASTER:
+                log.warning("Spark already runs on %s; ignoring %s", _redact(_MASTER or ""), _redact(url))
+            return _SESSION
+        try:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+        except ImportError as e:  # pragma: no cover - packaging problem
+            raise ConfigError(f"the Spark Connect client is not installed ({e}); run `make setup`") from None
+        try:
+            spark = ConnectSession.builder.remote(url).getOrCreate()
+            spark.conf.set("spark.sql.session.timeZone", "UTC")
+        except Exception as e:  # noqa: BLE001 - gRPC and the server raise many kinds; one line for all
+            raise ConfigError(f"cannot reach the Spark Connect server {_redact(url)}: {first_line(e)}") from None
+        if ship_package:
+            spark.addArtifacts(_package_zip(), pyfile=True)
+        _SESSION, _MASTER = spark, url  # type: ignore[assignment]
+        return spark  # type: ignore[return-value]
+
+
+def _redact(url: str) -> str:
+    """A Spark Connect URL without its token (for messages and logs)."""
+    import re
+
+    return re.sub(r"(;token=)[^;]*", r"\1***", url)
+
+
+def is_connect(spark: "SparkSession") -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def parallelism(spark: "SparkSession") -> int:
+    """How many tasks the session runs at once (at least 1): Spark's default parallelism, read
+    from the SparkContext of a classic session; on a Connect session from
+    ``spark.default.parallelism``, else the ``local[N]`` of its master, else 8."""
+    if not is_connect(spark):
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    conf = spark.conf
+    value = conf.get("spark.default.parallelism", None)
+    if value:
+        return max(1, int(value))
+    master = conf.get("spark.master", None) or ""
+    inside = master[len("local["):-1] if master.startswith("local[") else ""
+    if inside.isdigit():
+        return max(1, int(inside))
+    if master in ("local", "local[*]") or inside.startswith("*"):
+        return max(1, os.cpu_count() or 1)
+    return 8
+
+
 def stop_spark() -> None:
     """Stop the process's session (tests and the CLI's exit)."""
     global _SESSION, _MASTER
     with _LOCK:
         if _SESSION is not None:
-            _SESSION.stop()
+            _SESSION.stop()  # of a Connect session: the client only, the server goes on
         _SESSION, _MASTER = None, None
 
 
