@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta_log, rejects
 from lakehouse.definitions import (
@@ -27,7 +27,6 @@ from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -126,20 +125,11 @@ _DELTA_TYPES = {
 }
 
 
-def table_schema(definition: TableDefinition) -> "StructType":
-    """The Spark schema of live and archive: the columns, then event_date."""
-    from pyspark.sql.types import StructType
-
-    return cast(StructType, StructType.fromDDL(definition.spark_ddl()))
-
-
 def create_delta(
-    spark: "SparkSession", path: str, schema: "StructType", partitioned: bool, properties: dict[str, str]
+    spark: "SparkSession", path: str, columns: str, partitioned: bool, properties: dict[str, str]
 ) -> None:
-    """Create a Delta table at ``path`` (no-op when it exists), with one SQL statement (any
-    kind of session runs it)."""
-    columns = ", ".join(f"{spark_ident(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
-                        for f in schema.fields)
+    """Create a Delta table of the columns ``columns`` (Spark DDL) at ``path`` (no-op when it
+    exists), with one SQL statement (any kind of session runs it)."""
     props = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in {**BASE_PROPERTIES, **properties}.items())
     spark.sql(f"CREATE TABLE IF NOT EXISTS delta.{spark_ident(path)} ({columns}) USING DELTA"
               + (f" PARTITIONED BY ({spark_ident(PARTITION_COLUMN)})" if partitioned else "")
@@ -149,13 +139,11 @@ def create_delta(
 def create_table(spark: "SparkSession", paths: TablePaths, definition: TableDefinition) -> None:
     """Create live, archive and rejects of a table, with the definition's properties and the
     operational Delta properties (``delta_properties``)."""
-    from pyspark.sql.types import StructType
-
-    schema = table_schema(definition)
+    columns = definition.spark_ddl()
     props = definition.properties()
-    create_delta(spark, paths.live, schema, True, {**props, **delta_properties(definition, "live")})
-    create_delta(spark, paths.archive, schema, True, {**props, **delta_properties(definition, "archive")})
-    create_delta(spark, paths.rejects, cast(StructType, StructType.fromDDL(rejects.DDL)), False,
+    create_delta(spark, paths.live, columns, True, {**props, **delta_properties(definition, "live")})
+    create_delta(spark, paths.archive, columns, True, {**props, **delta_properties(definition, "archive")})
+    create_delta(spark, paths.rejects, rejects.DDL, False,
                  {"lakehouse.table": definition.name, **delta_properties(definition, "rejects")})
 
 

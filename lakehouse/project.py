@@ -96,10 +96,11 @@ class Lakehouse:
     # -- engines --------------------------------------------------------------------------
 
     def spark(self) -> SparkSession:
-        """The process's SparkSession (started on first use)."""
-        from lakehouse.spark.session import get_spark
+        """The SparkSession commands run on (made on first use): ``--remote``'s Spark Connect
+        server, else the project's running server, else Spark in this process."""
+        from lakehouse.spark.server import session_for
 
-        return get_spark(self.settings.master)
+        return session_for(self.settings)
 
     # -- definitions ----------------------------------------------------------------------
 

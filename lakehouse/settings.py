@@ -1,7 +1,8 @@
-"""Where the project and the warehouse are, and which Spark master to use.
+"""Where the project and the warehouse are, and which Spark to use.
 
 Precedence: command-line flags > environment (LAKEHOUSE_PROJECT, LAKEHOUSE_WAREHOUSE,
-LAKEHOUSE_MASTER) > defaults (current directory, <project>/warehouse, local[*]).
+LAKEHOUSE_MASTER, LAKEHOUSE_REMOTE) > defaults (current directory, <project>/warehouse,
+local[*], no remote: the project's Spark Connect server when one runs, else Spark in-process).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class Settings:
     """The warehouse root: a local path or a Hadoop URI (file:, s3a:, abfss:, ...)."""
     master: str
     """The Spark master URL, local[*] by default."""
+    remote: str | None = None
+    """A Spark Connect server to use (``sc://host:port/;token=...``), or None: the project's own
+    server when one runs (``lakehouse server start``), else Spark in this process."""
 
     @property
     def tables_dir(self) -> Path:
@@ -46,6 +50,7 @@ class Settings:
         warehouse: str | None = None,
         master: str | None = None,
         env: dict[str, str] | None = None,
+        remote: str | None = None,
     ) -> "Settings":
         """Build settings from flags, then the environment, then defaults."""
         env = dict(os.environ) if env is None else env
@@ -55,7 +60,11 @@ class Settings:
             raise ConfigError(f"project directory {project_raw!r} does not exist")
         warehouse_raw = warehouse or env.get("LAKEHOUSE_WAREHOUSE") or str(project_path / "warehouse")
         master_raw = master or env.get("LAKEHOUSE_MASTER") or "local[*]"
-        return cls(project=project_path, warehouse=normalize_warehouse(warehouse_raw), master=master_raw)
+        remote_raw = remote or env.get("LAKEHOUSE_REMOTE") or None
+        if remote_raw is not None and not remote_raw.startswith("sc://"):
+            raise ConfigError(f"remote {remote_raw!r}: a Spark Connect URL starts with sc:// (sc://host:15002)")
+        return cls(project=project_path, warehouse=normalize_warehouse(warehouse_raw), master=master_raw,
+                   remote=remote_raw)
 
 
 _GLOB = set("*?[]{}\\")
@@ -100,6 +109,7 @@ ENVIRONMENT: dict[str, str] = {
     "LAKEHOUSE_PROJECT": "the project folder (a --project flag wins)",
     "LAKEHOUSE_WAREHOUSE": "the warehouse path or URI (a --warehouse flag wins)",
     "LAKEHOUSE_MASTER": "the Spark master URL (a --master flag wins; default local[*])",
+    "LAKEHOUSE_REMOTE": "a Spark Connect server every command uses, sc://host:port (a --remote flag wins; default: the project's own server when one runs)",
     "LAKEHOUSE_JARS": "where Delta's jars are cached (default <venv>/share/lakehouse/jars)",
     "LAKEHOUSE_LOG_LEVEL": "Spark's log level (default ERROR; -v makes it WARN, -vv INFO)",
     "LAKEHOUSE_JAVA_OPTS": "extra JVM options for the Spark driver",

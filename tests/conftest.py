@@ -183,13 +183,58 @@ def repo_copy(tmp_path: Path) -> Project:
     return Project(root)
 
 
+_SERVER: dict[str, Any] = {}
+
+
+def suite_server() -> str:
+    """The Spark Connect URL (with its token) of this test process's server: one real
+    ``lakehouse server`` (lakehouse.spark.server, master local[2]), started on first use and
+    stopped when the test process ends. Commands in processes of their own (``cli()``) reach
+    Spark through it, as a user's commands do once ``lakehouse server start`` ran: a process
+    then starts no JVM."""
+    if "url" not in _SERVER:
+        import atexit
+        import tempfile
+
+        from lakehouse.spark import server
+
+        root = Path(tempfile.mkdtemp(prefix="lakehouse-suite-server-"))
+        settings = Settings.resolve(root, str(root / "warehouse"), MASTER, env={})
+        saved = dict(os.environ)
+        os.environ["LAKEHOUSE_SHUFFLE_PARTITIONS"] = "2"
+        try:
+            rec = server.start(settings)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        _SERVER.update(url=rec.url, settings=settings)
+
+        def stop() -> None:
+            server.stop(settings)
+            shutil.rmtree(root, ignore_errors=True)
+
+        atexit.register(stop)
+    return str(_SERVER["url"])
+
+
+def needs_own_spark(crash: str | None) -> bool:
+    """A process killed at a ``*during*`` point (a timer inside a Spark job, or a point inside a
+    Spark task) runs its own Spark: on a server that job would go on after the kill, and a task's
+    environment is the server's. A point between two steps is the same crash either way.
+    LAKEHOUSE_TESTS_OWN_SPARK=1 gives every such process a Spark of its own (as before servers)."""
+    return (crash is not None and "during" in crash) or os.environ.get("LAKEHOUSE_TESTS_OWN_SPARK") == "1"
+
+
 def cli(p: "Project", *args: str, crash: str | None = None, env: dict[str, str] | None = None,
-        **kw: Any) -> "subprocess.Popen[str] | subprocess.CompletedProcess[str]":
-    """Run ``lakehouse`` on a project in a process of its own (quick-start JVM, one core), killed
-    at the crash point ``crash`` if given, with ``env`` added to its environment;
-    ``background=True`` returns the running process."""
+        own_spark: bool = False, **kw: Any) -> "subprocess.Popen[str] | subprocess.CompletedProcess[str]":
+    """Run ``lakehouse`` on a project in a process of its own, on the suite's Spark Connect
+    server (``suite_server``), or with a Spark of its own (quick-start JVM, one core) when
+    ``own_spark`` or ``needs_own_spark(crash)``; killed at the crash point ``crash`` if given,
+    with ``env`` added to its environment; ``background=True`` returns the running process."""
     child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     child.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM)
+    if not (own_spark or needs_own_spark(crash)):
+        child["LAKEHOUSE_REMOTE"] = suite_server()
     if crash:
         child["LAKEHOUSE_CRASH_AT"] = crash
     child.update(env or {})

@@ -5,11 +5,9 @@ content (rows in order, vector files) as a run that never crashed."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 import signal
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from lakehouse.archive import vectors
 from lakehouse.archive.reader import committed_cutoff
 from lakehouse.archive.state import read_snapshot
 from lakehouse.project import Lakehouse
-from tests.conftest import FAST_JVM, TRIPS_SMALL, Project
+from tests.conftest import TRIPS_SMALL, Project, cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -87,13 +85,9 @@ def reference(template, tmp_path_factory) -> dict:
 
 
 def _crash(root: Path, point: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    env.update(LAKEHOUSE_CRASH_AT=point, LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM)
-    return subprocess.run(
-        [sys.executable, "-m", "lakehouse.cli", "--project", str(root), "--warehouse", str(root / "warehouse"),
-         "archive", "trips", "--now", NOW],
-        env=env, capture_output=True, text=True, timeout=900,
-    )
+    proc = cli(Project(root), "archive", "trips", "--now", NOW, crash=point)
+    assert isinstance(proc, subprocess.CompletedProcess)
+    return proc
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,6 @@ from lakehouse.physical import (
     drift,
     ensure_properties,
     stats_columns,
-    table_schema,
 )
 from tests.conftest import TRIPS_SMALL
 
@@ -122,16 +121,15 @@ def test_created_tables_carry_the_properties(spark: Any, project: Any) -> None:
 
 @pytest.mark.spark
 def test_ensure_properties_updates_an_old_table_once_then_writers_checkpoint(spark: Any, project: Any) -> None:
-    from pyspark.sql.types import StructType
 
     from lakehouse import rejects
 
     project.table(TRIPS)
     d, paths = project.lh.definition("trips"), project.lh.paths("trips")
     # created as create_table did before the operational properties existed
-    create_delta(spark, paths.live, table_schema(d), True, d.properties())
-    create_delta(spark, paths.archive, table_schema(d), True, d.properties())
-    create_delta(spark, paths.rejects, StructType.fromDDL(rejects.DDL), False, {"lakehouse.table": d.name})
+    create_delta(spark, paths.live, d.spark_ddl(), True, d.properties())
+    create_delta(spark, paths.archive, d.spark_ddl(), True, d.properties())
+    create_delta(spark, paths.rejects, rejects.DDL, False, {"lakehouse.table": d.name})
     append(spark, d, paths, 0, 5)
     assert drift(d, paths) == []
     assert frozenset(STATS.split(",")) not in stats_keys(paths.live)  # Delta's default: 32 columns

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from lakehouse import crashpoints, storage
 from lakehouse.archive import vectors
@@ -54,10 +54,8 @@ def commit(
     """Commit the staged days and the cutoff (and the figures); the archive version written.
     CommitConflict when the archive moved since the plan or another run's cutoff won."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
     d = definition
-    schema = cast(StructType, StructType.fromDDL(d.spark_ddl()))
     if plan.days:
         df = (
             read_staged(spark, d, staging)
@@ -70,7 +68,7 @@ def commit(
             .option("replaceWhere", days_predicate(plan.days))
         )
     else:
-        writer = spark.createDataFrame([], schema).write.format("delta").mode("append")
+        writer = spark.createDataFrame([], d.spark_ddl()).write.format("delta").mode("append")
     if lease is not None:
         lease.check()
     current = current_snapshot(paths.archive)

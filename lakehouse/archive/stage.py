@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -80,7 +80,7 @@ def stage_days(
         _merged(spark, definition, paths, plan)
         .repartition(day_partitions(spark, plan), F.col(PARTITION_COLUMN))
         .sortWithinPartitions(*row_order(definition))
-        .write.mode("errorifexists")
+        .write.mode("error")
         .partitionBy(PARTITION_COLUMN)
         .parquet(staging)
     )
@@ -105,11 +105,8 @@ def staged_files(staging: str) -> dict[dt.date, list[str]]:
 
 def read_staged(spark: SparkSession, definition: TableDefinition, staging: str) -> DataFrame:
     """The staged batch as the commit writes it."""
-    from pyspark.sql.types import StructType
-
-    schema = cast(StructType, StructType.fromDDL(definition.spark_ddl()))
     return (
-        spark.read.schema(schema)
+        spark.read.schema(definition.spark_ddl())
         .option("basePath", staging)
         .parquet(staging)
         .select(*archive_columns(definition))

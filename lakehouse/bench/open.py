@@ -53,11 +53,11 @@ def build_long_table(spark: Any, path: str, definition: Any, commits: int, rows:
     from deltalake.transaction import PostCommitHookProperties
 
     from lakehouse.definitions import PARTITION_COLUMN
-    from lakehouse.physical import create_delta, delta_properties, table_schema
+    from lakehouse.physical import create_delta, delta_properties
 
     if commits < spark_tail + 2:
         raise ValueError(f"commits must be at least {spark_tail + 2}, got {commits}")
-    create_delta(spark, path, table_schema(definition), True,
+    create_delta(spark, path, definition.spark_ddl(), True,
                  {**definition.properties(), **delta_properties(definition, "live")})
     schema = pa.schema(DeltaTable(path).schema().to_arrow())
     # checkpoints by delta.checkpointInterval; expired log files are looked for at checkpoints

@@ -6,7 +6,7 @@ With ``--format json`` stdout holds exactly one JSON document; logs go to stderr
 One module a command group, each registered on the root group ``cli`` here:
 project (migrate, tables), load (load, ingest, ingest-log, rejects), query, archive (archive,
 vectors, lookup), maintenance (optimize, vacuum), jobs, stream (producer, stream), quality
-(verify, check), lateness, bench, demo. Their output goes through ``lakehouse.cli.output``.
+(verify, check), lateness, bench, demo, server (start, stop, status). Their output goes through ``lakehouse.cli.output``.
 Commands import heavy modules (pyspark, the project) only when they run, so that start-up and
 ``--help`` stay quick; none stops the process's Spark session, so the group can also run in-process
 (click's CliRunner) beside other work.
@@ -30,6 +30,7 @@ from lakehouse.cli import (
     project,
     quality,
     query,
+    server,
     stream,
 )
 from lakehouse.cli.context import Ctx
@@ -41,19 +42,21 @@ from lakehouse.settings import default_spark_log_level
 @click.option("--project", type=click.Path(file_okay=False), default=None, help="Project folder (default: current directory; LAKEHOUSE_PROJECT).")
 @click.option("--warehouse", default=None, help="Warehouse path or URI (default: <project>/warehouse; LAKEHOUSE_WAREHOUSE).")
 @click.option("--master", default=None, help="Spark master URL (default: local[*]; LAKEHOUSE_MASTER).")
+@click.option("--remote", default=None, metavar="sc://HOST:PORT",
+              help="A Spark Connect server to run on (default: the project's server when one runs; LAKEHOUSE_REMOTE).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format for any command (commands also take their own --format).")
 @click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
 @click.version_option(package_name="lakehouse")
 @click.pass_context
 def cli(ctx: click.Context, project: str | None, warehouse: str | None, master: str | None,
-        fmt: str | None, verbose: int) -> None:
+        remote: str | None, fmt: str | None, verbose: int) -> None:
     """lakehouse: event-time fact tables on Delta Lake (Spark), verified by DuckDB."""
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if verbose:
         default_spark_log_level("WARN" if verbose == 1 else "INFO")
-    ctx.obj = Ctx(project, warehouse, master, fmt)
+    ctx.obj = Ctx(project, warehouse, master, fmt, remote)
 
 
 for command in (
@@ -68,6 +71,7 @@ for command in (
     lateness.lateness,
     bench.bench,
     demo.demo,
+    server.server,
 ):
     cli.add_command(command)
 

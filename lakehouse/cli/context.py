@@ -19,13 +19,16 @@ class Ctx:
     """The root group's options, and the project opened on first use (commands that need no
     project, such as ``bench``, never open one)."""
 
-    def __init__(self, project: str | None, warehouse: str | None, master: str | None, fmt: str | None) -> None:
+    def __init__(self, project: str | None, warehouse: str | None, master: str | None, fmt: str | None,
+                 remote: str | None = None) -> None:
         self.project = project
         """--project, or None (then LAKEHOUSE_PROJECT, then the current directory)."""
         self.warehouse = warehouse
         """--warehouse, or None (then LAKEHOUSE_WAREHOUSE, then <project>/warehouse)."""
         self.master = master
         """--master, or None (then LAKEHOUSE_MASTER, then local[*])."""
+        self.remote = remote
+        """--remote, or None (then LAKEHOUSE_REMOTE, then the project's server when one runs)."""
         self.global_format = fmt
         """The root group's --format, or None."""
         self._lh: Lakehouse | None = None
@@ -37,7 +40,7 @@ class Ctx:
             from lakehouse.project import Lakehouse
             from lakehouse.settings import Settings
 
-            self._lh = Lakehouse(Settings.resolve(self.project, self.warehouse, self.master))
+            self._lh = Lakehouse(Settings.resolve(self.project, self.warehouse, self.master, remote=self.remote))
         return self._lh
 
     @property

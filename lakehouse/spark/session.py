@@ -156,28 +156,36 @@ def connect(url: str, ship_package: bool) -> "SparkSession":
     with _LOCK:
         if _SESSION is not None:
             if url != _MASTER:
-                log.warning("Spark already runs on %s; ignoring %s", _redact(_MASTER or ""), _redact(url))
+                log.warning("Spark already runs on %s; ignoring %s", redact(_MASTER or ""), redact(url))
             return _SESSION
         try:
-            from pyspark.sql.connect.session import SparkSession as ConnectSession
+            import pyspark.sql.connect.session  # noqa: F401 - the client's packages (grpcio, ...)
+            from pyspark.sql import SparkSession
         except ImportError as e:  # pragma: no cover - packaging problem
             raise ConfigError(f"the Spark Connect client is not installed ({e}); run `make setup`") from None
         try:
-            spark = ConnectSession.builder.remote(url).getOrCreate()
+            # pyspark's own builder: it also switches pyspark.sql.functions to Connect for the
+            # process (SPARK_CONNECT_MODE_ENABLED), so a process uses one kind of session
+            spark = SparkSession.builder.remote(url).getOrCreate()
             spark.conf.set("spark.sql.session.timeZone", "UTC")
         except Exception as e:  # noqa: BLE001 - gRPC and the server raise many kinds; one line for all
-            raise ConfigError(f"cannot reach the Spark Connect server {_redact(url)}: {first_line(e)}") from None
+            raise ConfigError(f"cannot reach the Spark Connect server {redact(url)}: {first_line(e)}") from None
         if ship_package:
             spark.addArtifacts(_package_zip(), pyfile=True)
         _SESSION, _MASTER = spark, url  # type: ignore[assignment]
         return spark  # type: ignore[return-value]
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """A Spark Connect URL without its token (for messages and logs)."""
     import re
 
     return re.sub(r"(;token=)[^;]*", r"\1***", url)
+
+
+def current() -> "SparkSession | None":
+    """The process's session when one was made (by ``get_spark`` or ``connect``), else None."""
+    return _SESSION
 
 
 def is_connect(spark: "SparkSession") -> bool:

@@ -1,0 +1,188 @@
+"""``lakehouse server``: a project's Spark Connect server, which the project's commands use.
+
+Real processes throughout: ``lakehouse server start`` starts a real Spark Connect server (a
+detached process), commands are real ``lakehouse`` processes, and the client that is refused is
+pyspark's own. The same commands run against a server and in-process give the same JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lakehouse.spark import server
+from tests.conftest import FAST_JVM, REPO, Project, cli, cli_in_process, suite_server
+
+pytestmark = pytest.mark.slow
+
+NO_JVM = "no-such-master://this-process-must-not-start-spark"
+"""A master a command's own Spark would fail on: a command that succeeds with it ran on a server."""
+
+ROWS = (
+    "trip_id,city_id,status,fare_total,fare_local,event_time\n"
+    "a,1,2,10.5,10.50,2026-11-20T10:15:00Z\n"
+    "b,1,2,oops,1.00,2026-11-20T11:00:00Z\n"
+    "a,1,3,0,0.00,2026-11-20T10:15:00Z\n"
+    "c,5,2,7.25,7.25,2026-11-21T00:00:00.250Z\n"
+    "d,7,1,3.5,3.50,2026-11-23T08:00:00Z\n"
+)
+
+
+def lakehouse(root: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``lakehouse --project root ...`` in a process of its own, with no LAKEHOUSE_* of ours."""
+    child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    child.update(LAKEHOUSE_JAVA_OPTS=FAST_JVM, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "lakehouse.cli", "--project", str(root), *args],
+                          env=child, capture_output=True, text=True, timeout=timeout)
+
+
+def repo_project(root: Path) -> Path:
+    root.mkdir(parents=True)
+    for d in ("tables", "migrations", "queries"):
+        shutil.copytree(REPO / d, root / d)
+    (root / "trips.csv").write_text(ROWS)
+    return root
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    """A project with its own server, started with ``lakehouse server start`` (stopped at the end)."""
+    root = repo_project(tmp_path_factory.mktemp("served") / "proj")
+    p = lakehouse(root, "server", "start", "--format", "json", env={"LAKEHOUSE_MASTER": "local[1]"})
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    yield root, doc
+    lakehouse(root, "server", "stop")
+
+
+def test_start_records_the_server_privately_and_status_says_commands_use_it(running):
+    root, doc = running
+    assert doc["state"] == "running" and doc["address"].startswith("sc://127.0.0.1:")
+    rec = server.read_record(root)
+    assert rec is not None and rec.pid == doc["pid"] and rec.warehouse == str(root / "warehouse")
+    assert stat.S_IMODE(os.stat(root / ".lakehouse").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(root / ".lakehouse" / "server.json").st_mode) == 0o600
+    assert rec.token and rec.token not in doc["address"] and rec.token not in json.dumps(doc)
+    st = lakehouse(root, "server", "status", "--format", "json")
+    assert st.returncode == 0, st.stderr
+    status = json.loads(st.stdout)
+    assert status["state"] == "running" and status["commands_use"] == f"server ({rec.address})"
+    again = lakehouse(root, "server", "start")
+    assert again.returncode == 1 and "already runs for this project" in again.stderr
+
+
+def test_commands_run_on_the_server_and_start_no_spark_of_their_own(running):
+    root, _ = running
+    no_jvm = {"LAKEHOUSE_MASTER": NO_JVM}
+    for args in (("migrate",), ("load", "trips", str(root / "trips.csv")),
+                 ("archive", "trips", "--now", "2026-11-23T00:00:00Z"), ("verify", "trips")):
+        p = lakehouse(root, *args, "--format", "json", env=no_jvm)
+        assert p.returncode == 0, (args, p.stderr)
+        json.loads(p.stdout)
+        assert "Setting default log level" not in p.stderr  # no JVM banner: no JVM
+    q = lakehouse(root, "query", "SELECT count(*) AS n FROM trips", "--engine", "spark", "--format", "json", env=no_jvm)
+    assert q.returncode == 0, q.stderr
+    assert json.loads(q.stdout) == [{"n": 3}]
+
+
+def test_a_client_without_the_token_is_refused(running):
+    root, _ = running
+    rec = server.read_record(root)
+    assert rec is not None
+    code = ("import sys\nfrom pyspark.sql import SparkSession\n"
+            "s = SparkSession.builder.remote(sys.argv[1]).getOrCreate()\n"
+            "print(s.range(3).count())\n")
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
+    for url, refusal in ((f"sc://localhost:{rec.port}", "No authentication token provided"),
+                         (f"sc://localhost:{rec.port}/;token=not-the-token", "Invalid authentication token")):
+        p = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode != 0 and refusal in p.stderr and "3" not in p.stdout.split()
+    ok = subprocess.run([sys.executable, "-c", code, rec.url], capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0 and ok.stdout.split()[-1] == "3", ok.stderr
+
+
+def test_a_server_of_another_warehouse_is_not_used(running):
+    root, _ = running
+    other = str(root / "elsewhere")
+    st = lakehouse(root, "--warehouse", other, "server", "status", "--format", "json")
+    doc = json.loads(st.stdout)
+    assert doc["commands_use"].startswith("in-process") and "serves the warehouse" in doc["commands_use"]
+    settings = server.Settings.resolve(root, other, "local[1]", env={})
+    rec = server.read_record(root)
+    assert rec is not None and "serves the warehouse" in (server.problem(rec, settings) or "")
+
+
+def test_a_stale_record_is_noticed_with_one_line_and_ignored(tmp_path):
+    root = repo_project(tmp_path / "proj")
+    started = lakehouse(root, "server", "start", "--format", "json", env={"LAKEHOUSE_MASTER": "local[1]"})
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(started.stdout)["pid"]
+    os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while server._alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    st = json.loads(lakehouse(root, "server", "status", "--format", "json").stdout)
+    assert st["state"] == "not usable" and "is gone" in st["commands_use"]
+    p = lakehouse(root, "migrate", "--format", "json", env={"LAKEHOUSE_MASTER": "local[1]"})
+    assert p.returncode == 0, p.stderr
+    notes = [ln for ln in p.stderr.splitlines() if "not using the Spark Connect server" in ln]
+    assert len(notes) == 1 and f"its process {pid} is gone" in notes[0]
+    stopped = json.loads(lakehouse(root, "server", "stop", "--format", "json").stdout)
+    assert stopped["state"] == "stopped" and not server.record_path(root).exists()
+    assert json.loads(lakehouse(root, "server", "stop", "--format", "json").stdout)["state"] == "not running"
+
+
+def test_a_bad_remote_is_one_error_line():
+    root = REPO
+    p = lakehouse(root, "--remote", "http://x:1", "tables")
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].startswith("error: remote 'http://x:1'")
+
+
+SAME_JSON = (
+    ("migrate",),
+    ("load", "trips", "{data}"),
+    ("tables",),
+    ("rejects", "trips"),
+    ("query", "SELECT trip_id, status, fare_total FROM trips ORDER BY trip_id", "--engine", "spark"),
+    ("archive", "trips", "--now", "2026-11-23T00:00:00Z"),
+    ("query", "SELECT event_date, count(*) AS n FROM trips GROUP BY 1 ORDER BY 1", "--engine", "spark"),
+    ("verify", "trips"),
+    ("optimize", "trips", "--dry-run"),
+)
+VARYING = ("seconds", "ms", "at", "started", "finished", "load_id", "source", "path", "staging", "duration")
+
+
+def _stable(doc):
+    """A JSON document without what differs between two runs of the same command (times, paths, ids)."""
+    if isinstance(doc, dict):
+        return {k: _stable(v) for k, v in doc.items() if not any(w in k for w in VARYING)}
+    if isinstance(doc, list):
+        return [_stable(v) for v in doc]
+    return doc
+
+
+def test_the_same_commands_give_the_same_json_on_a_server_and_in_process(spark, tmp_path):
+    """Through the suite's server (``--remote``, real processes) and in this process (the shared
+    SparkSession): every answer the same."""
+    on_server, in_process = Project(tmp_path / "a"), Project(tmp_path / "b")
+    for proj in (on_server, in_process):
+        for d in ("tables", "migrations", "queries"):
+            shutil.rmtree(proj.root / d)
+            shutil.copytree(REPO / d, proj.root / d)
+        (proj.root / "trips.csv").write_text(ROWS)
+    suite_server()
+    for args in SAME_JSON:
+        a = cli(on_server, *(x.format(data=on_server.root / "trips.csv") for x in args), "--format", "json")
+        b = cli_in_process(in_process, *(x.format(data=in_process.root / "trips.csv") for x in args), "--format", "json")
+        assert isinstance(a, subprocess.CompletedProcess)
+        assert (a.returncode, b.returncode) == (0, 0), (args, a.stderr, b.stderr)
+        assert _stable(json.loads(a.stdout)) == _stable(json.loads(b.stdout)), args
