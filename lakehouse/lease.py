@@ -74,6 +74,37 @@ class LeaseInfo:
         return self.expires <= now or (self.node == _node() and not _alive(self.pid))
 
 
+_ON_ACQUIRE: list[Callable[[], None]] = []
+
+
+def on_acquire(callback: Callable[[], None]) -> None:
+    """Call ``callback`` each time this process has taken a lease or an OS lock, before it goes
+    on (a Spark Connect client fences the jobs of dead clients there: lakehouse.spark.fence)."""
+    _ON_ACQUIRE.append(callback)
+
+
+def _entered() -> None:
+    for callback in list(_ON_ACQUIRE):
+        callback()
+
+
+def node() -> str:
+    """This machine and pid namespace ("" when unknown): where a pid means one process."""
+    return _node()
+
+
+def node_key() -> str:
+    """``node()`` as a short name fit for a file name."""
+    import hashlib
+
+    return hashlib.sha256(_node().encode()).hexdigest()[:12]
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of this machine with that pid exists (one of another user counts)."""
+    return _alive(pid)
+
+
 def _node() -> str:
     """This machine and pid namespace (pids are only comparable within one)."""
     try:
@@ -160,6 +191,11 @@ class Lease:
             self._prune(gen)
             self._thread = threading.Thread(target=self._renew_loop, name="lease-renew", daemon=True)
             self._thread.start()
+            try:
+                _entered()
+            except BaseException:
+                self.release()
+                raise
             return self
         raise LeaseHeld(f"{self.what}: could not take the lease in {self.folder} (too much contention)")
 
@@ -254,6 +290,7 @@ def file_lock(path: str, busy: Callable[[], str], wait: float = 0.0) -> Iterator
 
         within(take, wait, path, pause=0.2, max_pause=0.2)
         try:
+            _entered()
             yield f
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)

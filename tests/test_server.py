@@ -186,3 +186,63 @@ def test_the_same_commands_give_the_same_json_on_a_server_and_in_process(spark, 
         assert isinstance(a, subprocess.CompletedProcess)
         assert (a.returncode, b.returncode) == (0, 0), (args, a.stderr, b.stderr)
         assert _stable(json.loads(a.stdout)) == _stable(json.loads(b.stdout)), args
+
+
+SLOW_JOB = """
+import sys, time
+from lakehouse.spark.session import connect
+spark = connect(sys.argv[1], ship_package=False)
+def slow(batches):
+    import time
+    for b in batches:
+        time.sleep(6)
+        yield b
+print("running", flush=True)
+spark.range(0, 4, 1, 2).mapInArrow(slow, "id long").write.mode("overwrite").parquet(sys.argv[2])
+"""
+
+FENCE = """
+import sys
+from lakehouse.spark.session import connect
+connect(sys.argv[1], ship_package=False)   # connecting fences the dead clients first
+print("fenced", flush=True)
+"""
+
+
+def _killed_mid_job(url: str, out: Path, registered: bool) -> None:
+    code = SLOW_JOB if registered else SLOW_JOB.replace(
+        "spark = connect(sys.argv[1], ship_package=False)",
+        "from pyspark.sql import SparkSession\nspark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()")
+    proc = subprocess.Popen([sys.executable, "-c", code, url, str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "running", proc.stderr
+    time.sleep(2.5)  # inside the job (its tasks sleep 6 s)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_the_job_of_a_killed_command_is_stopped_before_the_next_command_starts(tmp_path):
+    """Spark Connect finishes a dead client's job after its death; lakehouse's next client stops
+    it first. Without the fence (an unregistered client) the job does land: the contrast shows
+    the check can fail."""
+    from lakehouse.spark import fence
+
+    url = suite_server()
+    unfenced = tmp_path / "unfenced"
+    _killed_mid_job(url, unfenced, registered=False)
+    deadline = time.monotonic() + 30
+    while not (unfenced / "_SUCCESS").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (unfenced / "_SUCCESS").exists()  # the dead client's job finished on the server
+
+    fenced = tmp_path / "fenced"
+    _killed_mid_job(url, fenced, registered=True)
+    assert len(list(fence.folder(url).glob("*.json"))) >= 1
+    p = subprocess.run([sys.executable, "-c", FENCE, url], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "fenced", p.stderr
+    time.sleep(8)  # longer than the job had left
+    assert not (fenced / "_SUCCESS").exists() and not list(fenced.glob("part-*"))
+    from lakehouse import lease
+
+    assert not [e for e in fence.folder(url).glob("*.json")
+                if not lease.alive(json.loads(e.read_text())["pid"])]

@@ -172,6 +172,10 @@ def connect(url: str, ship_package: bool) -> "SparkSession":
             raise ConfigError(f"cannot reach the Spark Connect server {redact(url)}: {first_line(e)}") from None
         if ship_package:
             spark.addArtifacts(_package_zip(), pyfile=True)
+        from lakehouse.spark import fence
+
+        fence.Registration(spark, url)
+        fence.fence(url)  # a dead command's job still running there ends before this one starts
         _SESSION, _MASTER = spark, url  # type: ignore[assignment]
         return spark  # type: ignore[return-value]
 
