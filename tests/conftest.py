@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,7 @@ def repo_copy(tmp_path: Path) -> Project:
 
 
 _SERVER: dict[str, Any] = {}
+_SERVER_LOCK = threading.Lock()
 
 
 def suite_server() -> str:
@@ -191,7 +193,12 @@ def suite_server() -> str:
     ``lakehouse server`` (lakehouse.spark.server, master local[2]), started on first use and
     stopped when the test process ends. Commands in processes of their own (``cli()``) reach
     Spark through it, as a user's commands do once ``lakehouse server start`` ran: a process
-    then starts no JVM."""
+    then starts no JVM. (Thread-safe: tests start commands from thread pools.)"""
+    with _SERVER_LOCK:
+        return _suite_server()
+
+
+def _suite_server() -> str:
     if "url" not in _SERVER:
         import atexit
         import tempfile

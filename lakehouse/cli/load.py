@@ -19,9 +19,18 @@ REJECT_KEYS = ("source", "line", "reason", "record", "at", "producer", "bound")
 """The fields of a ``rejects`` entry (the CSV header)."""
 
 
+def _existing(ctx: click.Context, param: click.Parameter, files: tuple[str, ...]) -> tuple[str, ...]:
+    """FILES that name local files must exist: a usage error before anything starts or is recorded."""
+    for f in files:
+        if "://" not in f and not os.path.isfile(f):
+            why = "is a directory" if os.path.isdir(f) else "does not exist"
+            raise click.BadParameter(f"{f} {why}", ctx=ctx, param=param)
+    return files
+
+
 @click.command()
 @click.argument("table")
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1, required=True, callback=_existing)
 @click.option("--input-format", "input_format", type=click.Choice(["csv", "json", "parquet"]), default=None,
               help="Input file format (default: from each file's extension; .gz allowed).")
 @click.option("--force", is_flag=True, help="Load files whose content was loaded before (default: skip them).")

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse import storage
 from lakehouse.errors import ConfigError, LakehouseError
-from lakehouse.settings import Settings
+from lakehouse.settings import Settings, env
 from lakehouse.spark.session import connect, current, get_spark, redact
 
 if TYPE_CHECKING:
@@ -161,7 +161,8 @@ def session_for(settings: Settings) -> "SparkSession":
             return connect(rec.url, ship_package=False)
         print(f"note: not using the Spark Connect server recorded in {record_path(settings.project)}: "
               f"{why}; starting Spark in this process", file=sys.stderr)
-    return get_spark(settings.master)
+    quiet = env("LAKEHOUSE_LOG_LEVEL") is None  # -v / LAKEHOUSE_LOG_LEVEL: the JVM speaks on stderr
+    return get_spark(settings.master, output=str(folder(settings.project) / "spark.log") if quiet else None)
 
 
 def _on_this_machine(url: str) -> bool:

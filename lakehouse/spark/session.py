@@ -90,10 +90,11 @@ def spark_conf(master: str, java_options: str = "") -> dict[str, str]:
 
 
 def get_spark(master: str = "local[*]", java_options: str = "",
-              extra_conf: dict[str, str] | None = None) -> "SparkSession":
+              extra_conf: dict[str, str] | None = None, output: str | None = None) -> "SparkSession":
     """The process's SparkSession with Delta, built on first use and reused afterwards
     (``java_options``: more options for the driver's JVM, used when it starts; ``extra_conf``:
-    more Spark settings, e.g. the Connect server's)."""
+    more Spark settings, e.g. the Connect server's; ``output``: a file that takes what the JVM
+    itself prints, its start-up banner and log lines, instead of standard error)."""
     global _SESSION, _MASTER
     with _LOCK:
         if _SESSION is not None:
@@ -117,10 +118,11 @@ def get_spark(master: str = "local[*]", java_options: str = "",
             log.warning("Delta jars not cached in %s; resolving %s with Ivy", jars_dir(), DELTA_PACKAGE)
             builder = builder.config("spark.jars.packages", DELTA_PACKAGE)
         try:
-            with _jvm_stdout_to_stderr():
+            with _jvm_output(output):
                 spark = builder.getOrCreate()
         except Exception as e:  # noqa: BLE001 - Py4J and the JVM raise many kinds; one line for all
-            raise ConfigError(f"cannot start Spark (master {master}): {first_line(e)}") from None
+            where = f" (the JVM's output: {output})" if output else ""
+            raise ConfigError(f"cannot start Spark (master {master}): {first_line(e)}{where}") from None
         spark.sparkContext.setLogLevel((env("LAKEHOUSE_LOG_LEVEL") or "ERROR").upper())
         if not master.startswith("local"):
             # Executors run lakehouse code (vector encoding): ship the package with the job.
@@ -130,22 +132,31 @@ def get_spark(master: str = "local[*]", java_options: str = "",
 
 
 @contextlib.contextmanager
-def _jvm_stdout_to_stderr() -> Iterator[None]:
-    """Start the JVM with its standard output on our standard error: Delta prints to the console
-    (VACUUM's "Deleted N files ..."), and stdout holds nothing but the command's output (one JSON
-    document with --format json)."""
+def _jvm_output(output: str | None) -> Iterator[None]:
+    """Start the JVM with its standard output on our standard error (or both on the file
+    ``output``): Delta prints to the console (VACUUM's "Deleted N files ..."), and stdout holds
+    nothing but the command's output (one JSON document with --format json)."""
     try:
         sys.stdout.flush()
-        saved = os.dup(1)
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
     except (OSError, ValueError):  # no usable stdout (embedded): leave it be
         yield
         return
+    target = None
     try:
+        if output is not None:
+            Path(output).parent.mkdir(parents=True, exist_ok=True)
+            target = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(target, 2)
         os.dup2(2, 1)
         yield
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            if fd is not None:
+                os.close(fd)
 
 
 def connect(url: str, ship_package: bool) -> "SparkSession":
