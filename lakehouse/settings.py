@@ -123,6 +123,7 @@ ENVIRONMENT: dict[str, str] = {
     "LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS": "how long a jobs round waits for a table's lease (default 60)",
     "LAKEHOUSE_JOBS_RETRY_SECONDS": "how long a failed job waits before the next round retries it (default 60)",
     "LAKEHOUSE_CRASH_AT": "tests: the crash point at which the process kills itself",
+    "LAKEHOUSE_SERVER_OWNER": "tests: a pid; the Spark Connect server stops when that process is gone",
     "LAKEHOUSE_PAUSE_AT": "tests: <point>:<seconds>:<file>, a pause at a crash point",
     "LAKEHOUSE_FAULT": "tests: damage an archiving run's staged data (drop_row, dup_row, change_value)",
 }

@@ -209,6 +209,7 @@ def _suite_server() -> str:
         settings = Settings.resolve(root, str(root / "warehouse"), MASTER, env={})
         saved = dict(os.environ)
         os.environ["LAKEHOUSE_SHUFFLE_PARTITIONS"] = "2"
+        os.environ["LAKEHOUSE_SERVER_OWNER"] = str(os.getpid())  # gone with this process, however it ends
         try:
             rec = server.start(settings)
         finally:

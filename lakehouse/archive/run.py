@@ -273,11 +273,15 @@ def run_archive(
     under the table's lease: taken here, or ``lease`` when the caller (the jobs runner) holds it."""
     if now is not None and not dry_run:
         check_now(definition.name, now, allow_future=allow_future)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    paths = TablePaths(warehouse, definition.name)
+    if dry_run:  # planned from Delta's log and delta-rs: no Spark
+        return ArchiveResult(survey.survey(None, definition, paths, now, ledger=False))
+    idle = _idle(definition, paths, now, ledger)
+    if idle is not None:  # nothing to archive and nothing a crashed run left: no Spark either
+        return ArchiveResult(idle)
     spark = spark_factory()
     job = ArchiveJob(spark, warehouse, definition, ledger=ledger)
-    now = now or dt.datetime.now(dt.timezone.utc)
-    if dry_run:
-        return ArchiveResult(job.plan(now))
     if definition.archive.clock == "bound":  # expire stalled producers' leases, release what is due
         from lakehouse.stream.engine import Stream, micros
 
@@ -302,3 +306,26 @@ def run_archive(
         record_success(job.paths.root, definition.name, job.run_id,
                        result.plan.cutoff if result.committed else result.plan.previous_cutoff)
         return result
+
+
+def _idle(definition: TableDefinition, paths: TablePaths, now: dt.datetime, ledger: bool) -> ArchivePlan | None:
+    """The plan of a run at ``now`` when it has nothing to do, found without Spark: the cutoff
+    does not advance, no live row waits below the committed cutoff (late, or left by a crashed
+    purge), the books are up to the cutoff, no run left staging and the last run did not fail.
+    None otherwise (then the run goes the whole way, recovery first). Tables whose archiving
+    follows the stream's watermark always go the whole way (their stream is ticked first)."""
+    from lakehouse.archive.status import read_status
+    from lakehouse.storage import list_names
+
+    if definition.archive.clock == "bound":
+        return None
+    plan = survey.survey(None, definition, paths, now, ledger=False)
+    if plan.advances or (read_status(paths.root) or {}).get("last_error") or list_names(paths.staging):
+        return None
+    committed = plan.previous_cutoff
+    if committed is not None:
+        if ledger and (ledger_table.ledger_cutoff(paths) or -1) < committed:
+            return None
+        if plan.live_version is None or survey.rows_below(definition, paths, plan.live_version, committed):
+            return None
+    return plan

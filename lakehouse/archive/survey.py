@@ -4,8 +4,9 @@ the run's ArchivePlan (the new cutoff, the days to rewrite, their rows and check
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lakehouse import delta_log
 from lakehouse.archive import vectors
 from lakehouse.archive.ledger import Figures, hash_sum_sql, row_hash_sql, stored_columns
 from lakehouse.archive.order import cutoff_column
@@ -16,6 +17,7 @@ from lakehouse.archive.state import current_snapshot, day_rows
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.live import check_loadable
+from lakehouse.sql import duck_ident
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -42,13 +44,13 @@ def _watermark(definition: TableDefinition, paths: TablePaths, now: dt.datetime)
 
 
 def survey(
-    spark: SparkSession, definition: TableDefinition, paths: TablePaths, now: dt.datetime, ledger: bool = True
+    spark: SparkSession | None, definition: TableDefinition, paths: TablePaths, now: dt.datetime,
+    ledger: bool = True
 ) -> ArchivePlan:
     """Plan a run at ``now``: C' = now - delay (or below the watermark), the live and archive
     versions read, the days of live rows with event time < C' (rows, and with ``ledger`` their
-    checksums, per day) and the archived days whose vector files need re-encoding."""
-    from pyspark.sql import functions as F
-
+    checksums, per day) and the archived days whose vector files need re-encoding. Without
+    ``spark`` (a dry run) the rows are counted by delta-rs and there are no checksums."""
     d = definition
     check_loadable(d, paths)
     archive = current_snapshot(paths.archive)
@@ -79,19 +81,11 @@ def survey(
                        watermark=watermark)
     if not base.advances:
         return base
-    et = F.col(d.event_time)
-    late = F.lit(False) if previous is None else et < cutoff_column(previous)
-    aggs = [F.count(F.lit(1)).alias("n"), F.sum(F.when(late, 1).otherwise(0)).alias("late")]
-    if ledger:  # the live side of the books, in the same pass
-        aggs.append(F.expr(hash_sum_sql(row_hash_sql(stored_columns(d)))).alias("h"))
-    rows = (
-        read_at(spark, paths.live, live.version)
-        .where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date()))
-        .where(et < cutoff_column(cutoff))
-        .groupBy(PARTITION_COLUMN)
-        .agg(*aggs)
-        .collect()
-    )
+    if spark is None:
+        rows = _below_without_spark(d, paths, live.version, cutoff, previous)
+        ledger = False
+    else:
+        rows = _below(spark, d, paths, live.version, cutoff, previous, ledger)
     new_rows = {r[PARTITION_COLUMN]: int(r["n"]) for r in rows}
     new_sums = {r[PARTITION_COLUMN]: Figures.of(r["n"], r["h"]).checksum for r in rows} if ledger else {}
     archived = day_rows(paths.archive, archive.version)
@@ -120,3 +114,42 @@ def survey(
         clock=d.archive.clock,
         watermark=watermark,
     )
+
+
+def _below(spark: SparkSession, d: TableDefinition, paths: TablePaths, version: int, cutoff: int,
+           previous: int | None, ledger: bool) -> list[Any]:
+    """Per day of live (at ``version``) below ``cutoff``: rows ``n``, ``late`` ones (below
+    ``previous``) and with ``ledger`` their hash sum ``h``, with Spark (the books' hash)."""
+    from pyspark.sql import functions as F
+
+    et = F.col(d.event_time)
+    late = F.lit(False) if previous is None else et < cutoff_column(previous)
+    aggs = [F.count(F.lit(1)).alias("n"), F.sum(F.when(late, 1).otherwise(0)).alias("late")]
+    if ledger:  # the live side of the books, in the same pass
+        aggs.append(F.expr(hash_sum_sql(row_hash_sql(stored_columns(d)))).alias("h"))
+    return list(
+        read_at(spark, paths.live, version)
+        .where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date()))
+        .where(et < cutoff_column(cutoff))
+        .groupBy(PARTITION_COLUMN)
+        .agg(*aggs)
+        .collect()
+    )
+
+
+def _below_without_spark(d: TableDefinition, paths: TablePaths, version: int, cutoff: int,
+                         previous: int | None) -> list[dict[str, Any]]:
+    """``_below`` without the books, read by delta-rs (no JVM: a plan of ``--dry-run``)."""
+    et = f"CAST({duck_ident(d.event_time)} AS BIGINT)"  # microseconds since the epoch
+    late = "0" if previous is None else f"CASE WHEN {et} < {int(previous) * 1_000_000} THEN 1 ELSE 0 END"
+    day = duck_ident(PARTITION_COLUMN)
+    sql = (f"SELECT {day} AS d, count(*) AS n, sum({late}) AS late FROM t "
+           f"WHERE {day} <= DATE '{cutoff_time(cutoff).date().isoformat()}' AND {et} < {int(cutoff) * 1_000_000} "
+           f"GROUP BY {day}")
+    out = delta_log.scan(paths.live, sql, version).to_pylist()
+    return [{PARTITION_COLUMN: r["d"], "n": r["n"], "late": r["late"]} for r in out]
+
+
+def rows_below(d: TableDefinition, paths: TablePaths, version: int, cutoff: int) -> int:
+    """Live rows (at ``version``) with event time below ``cutoff``, counted by delta-rs."""
+    return sum(int(r["n"]) for r in _below_without_spark(d, paths, version, cutoff, None))

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse import storage
 from lakehouse.errors import ConfigError, LakehouseError
+from lakehouse.lease import alive
 from lakehouse.settings import Settings, env
 from lakehouse.spark.session import connect, current, get_spark, redact
 
@@ -287,9 +288,11 @@ def serve(project: str, warehouse: str, master: str, port: int) -> None:
     storage.write_json(str(path), asdict(rec), indent=2)
     os.chmod(path, 0o600)
     print(f"lakehouse: Spark Connect server on {rec.address} (pid {rec.pid}, master {master})", flush=True)
+    owner = env("LAKEHOUSE_SERVER_OWNER")  # tests: a server that outlives its suite is no use
     try:
         while not stopping.wait(1.0):
-            pass
+            if owner is not None and not alive(int(owner)):
+                break
     finally:
         current = read_record(Path(project))
         if current is not None and current.pid == os.getpid():
