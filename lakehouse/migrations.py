@@ -299,6 +299,12 @@ class MigrationContext:
         if not added and not props:
             return
         spark = self.spark
+        from lakehouse.spark.session import is_connect
+
+        if is_connect(spark):  # the commit below is Delta's JVM API, which a Connect client cannot reach
+            raise MigrationError(
+                f"columns {sorted(added)} and properties {sorted(props)} stay: undoing them needs Spark "
+                "in this process (`lakehouse server stop`, then fix the migration and migrate again)")
         jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
 
         def commit() -> None:
