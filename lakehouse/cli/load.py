@@ -51,7 +51,7 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
                    + (f", {len(result.files_skipped)} file(s) skipped" if result.files_skipped else "")
                    + ("; see `lakehouse rejects " + table + "`" if result.rows_rejected or result.files_rejected else ""))
 
-    emit(obj.fmt(fmt), doc, text, rows=[{k: v for k, v in doc.items() if not isinstance(v, list)}])
+    emit(obj.fmt(fmt), doc, text)
     if result.files_rejected_now:
         first = result.files_rejected_now[0]
         others = " (the other files were loaded)" if result.rows_loaded else ""
