@@ -186,7 +186,7 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
             if d["bound"] is not None:  # late_row: who broke which bound
                 why += f" (producer {d['producer']}, below its bound {format_timestamp(d['bound'])})"
             click.echo(f"{format_timestamp(d['at'])}  {where}  {why}")
-            if d["record"]:
-                click.echo(f"    {d['record'][:200]}")
+            if d["record"]:  # a long record is cut, and says so
+                click.echo(f"    {d['record'][:200]}" + (" ..." if len(d["record"]) > 200 else ""))
 
     emit_records(obj.fmt(fmt), docs, REJECT_KEYS, text)

@@ -85,6 +85,16 @@ def _migrate_status(obj: Ctx, fmt: str | None) -> None:
         sys.exit(1)
 
 
+def _instant_text(value: Any) -> str:
+    """An instant recorded as ISO 8601 text (any offset) as text output shows instants (UTC, Z)."""
+    from lakehouse.records import BadValue, parse_timestamp
+
+    try:
+        return format_timestamp(parse_timestamp(value)) if isinstance(value, str) else inline_text(value)
+    except BadValue:
+        return value
+
+
 @click.command()
 @format_option()
 @click.pass_obj
@@ -98,7 +108,7 @@ def tables(obj: Ctx, fmt: str | None) -> None:
         if s.last_error:
             e = s.last_error
             state = (f"archive failing at {inline_text(e.get('step'))} ({inline_text(e.get('failures', 1))}x since "
-                     f"{inline_text(e.get('since'))}): {inline_text(e.get('error'))}")
+                     f"{_instant_text(e.get('since'))}): {inline_text(e.get('error'))}")
         if s.staged:
             state += f"; {s.staged} rows staged"
         return state
