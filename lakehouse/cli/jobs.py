@@ -21,7 +21,8 @@ PLAN_KEYS = ("error", "cutoff", "previous_cutoff", "days", "rows", "files_before
 """The fields of a job's plan that a dry run's text line shows."""
 OUTCOME_KEYS = ("job", "table", "due", "why", "next_due", "last_outcome", "last_started", "ran", "outcome", "attempts",
                 "error", "busy", "plan", "result")
-"""The fields of a job's outcome in ``jobs run`` (the CSV header; plan and result are JSON cells)."""
+"""The fields of a job's outcome in ``jobs run`` (the CSV header starts with these; a plan's or a
+result's fields follow as ``plan.<field>``, ``result.<field>``)."""
 
 
 @click.group()
