@@ -60,7 +60,7 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
                    + (f", {len(result.files_skipped)} file(s) skipped" if result.files_skipped else "")
                    + ("; see `lakehouse rejects " + table + "`" if result.rows_rejected or result.files_rejected else ""))
 
-    emit(obj.fmt(fmt), doc, text, rows=[{k: v for k, v in doc.items() if not isinstance(v, list)}])
+    emit(obj.fmt(fmt), doc, text)
     if result.files_rejected_now:
         first = result.files_rejected_now[0]
         others = " (the other files were loaded)" if result.rows_loaded else ""
@@ -195,7 +195,7 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
             if d["bound"] is not None:  # late_row: who broke which bound
                 why += f" (producer {d['producer']}, below its bound {format_timestamp(d['bound'])})"
             click.echo(f"{format_timestamp(d['at'])}  {where}  {why}")
-            if d["record"]:
-                click.echo(f"    {d['record'][:200]}")
+            if d["record"]:  # a long record is cut, and says so
+                click.echo(f"    {d['record'][:200]}" + (" ..." if len(d["record"]) > 200 else ""))
 
     emit_records(obj.fmt(fmt), docs, REJECT_KEYS, text)

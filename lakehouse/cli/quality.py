@@ -10,7 +10,11 @@ from lakehouse.cli.output import emit, emit_records, fail, format_option, handle
 from lakehouse.output import dumps, format_timestamp, text_table
 
 HISTORY_KEYS = ("at", "run_id", "scope", "day", "check", "kind", "ok", "unexpected_count", "observed", "trigger")
-"""The fields of a recorded check result in ``check --history`` (the CSV header)."""
+"""The fields of a recorded check result in ``check --history`` (the CSV header starts with these)."""
+VERIFY_KEYS = ("table", "check", "ok", "detail")
+"""The fields of every check of ``verify`` (its CSV columns ``checks.<field>`` start with these)."""
+CHECK_KEYS = ("name", "kind", "ok", "observed", "unexpected_count", "sample", "detail")
+"""The fields of every check of ``check`` (its CSV columns ``checks.<field>`` start with these)."""
 
 
 def _mark(ok: bool) -> str:
@@ -32,7 +36,7 @@ def verify(obj: Ctx, table: str | None, fmt: str | None) -> None:
         for c in checks:
             click.echo(f"{_mark(c.ok)} {c.table}: {c.name}" + (f": {c.detail}" if c.detail else ""))
 
-    emit(obj.fmt(fmt), {"ok": ok, "checks": [c.as_dict() for c in checks]}, text)
+    emit(obj.fmt(fmt), {"ok": ok, "checks": [c.as_dict() for c in checks]}, text, table="checks", keys=VERIFY_KEYS)
     if not ok:
         bad = [c for c in checks if not c.ok]
         fail(f"verify: {bad[0].table}: {bad[0].name}: {bad[0].detail}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
@@ -65,9 +69,9 @@ def check(obj: Ctx, table: str, scope: str, day: str | None, show_history: bool,
             sample = "" if c.ok or not c.sample else f"; e.g. {dumps(c.sample[:3])}"
             click.echo(f"{_mark(c.ok)} {c.name}{extra}{sample}" + (f" ({c.detail})" if c.detail and not c.ok else ""))
 
-    emit(f, report.as_dict(), text)
-    if report.docs:
-        click.echo(f"Data Docs: {report.docs}", err=f == "json")
+    emit(f, report.as_dict(), text, table="checks", keys=CHECK_KEYS)
+    if report.docs:  # stdout holds the JSON or CSV alone
+        click.echo(f"Data Docs: {report.docs}", err=f != "text")
     if not report.ok:
         bad = report.failed
         fail(f"check {table}: {bad[0].name} failed" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
@@ -86,4 +90,5 @@ def _check_history(obj: Ctx, table: str, check_name: str | None, fmt: str) -> No
                      "" if r["unexpected_count"] is None else str(r["unexpected_count"]), r["check"]] for r in rows),
                    right={"unexpected"})
 
-    emit_records(fmt, [{k: r[k] for k in (*HISTORY_KEYS, "sample", "detail")} for r in rows], HISTORY_KEYS, text)
+    keys = (*HISTORY_KEYS, "sample", "detail")
+    emit_records(fmt, [{k: r[k] for k in keys} for r in rows], keys, text)
