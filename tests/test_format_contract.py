@@ -78,6 +78,8 @@ RUNS: dict[str, list[list[str]]] = {
     "verify": [["verify", "trips"]],
     "check": [["check", "trips", "--no-docs"], ["check", "trips", "--history"]],
     "lateness": [["lateness", "trips"]],
+    "server status": [["server", "status"]],
+    "server stop": [["server", "stop"]],  # none runs: "not running"
 }
 """Each command of the CLI by its path, with the arguments of cheap real runs on the module's
 project (``{data}``: its input files; ``{producer}``: a producer of its own for each format)."""
@@ -94,6 +96,7 @@ EXEMPT = {
     "bench stream": "even the smallest run takes tens of seconds",
     "bench compact": "even the smallest run takes tens of seconds",
     "bench open": "even the smallest run (--commits 14 --rounds 1) takes 25 seconds",
+    "server start": "starts a long-lived Spark Connect server (a JVM); tests/test_server.py starts one and parses its JSON",
 }
 """Commands not run for real here, and why. Each still shows that it accepts every format or
 refuses it by name (``test_exempt_commands_take_every_format``); every bench prints its figures
@@ -254,7 +257,8 @@ def test_a_refused_format_is_refused_also_before_the_command(proj: Project, path
 def test_exempt_commands_take_every_format(tmp_path: Path, path: str, fmt: str) -> None:
     """An exempt command, given the format then a bad value (``--rows nope``; ``--days nope`` for the
     demo), fails on the bad value: the format itself was accepted, or it is refused by name."""
-    bad = {"demo": "--days", "bench ingest": "--small-rows", "bench open": "--commits"}.get(path, "--rows")
+    bad = {"demo": "--days", "bench ingest": "--small-rows", "bench open": "--commits",
+           "server start": "--port"}.get(path, "--rows")
     for root_option in (False, True):
         argv = ["--format", fmt, *path.split()] if root_option else [*path.split(), "--format", fmt]
         r = cli_in_process(tmp_path, *argv, bad, "nope")
