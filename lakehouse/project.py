@@ -266,9 +266,17 @@ class Lakehouse:
 
     def load(self, table: str, files: list[str], fmt: str | None = None, force: bool = False) -> LoadResult:
         """Load files into a table's live store (a one-shot ingest; see lakehouse.ingest.load)."""
+        from lakehouse.archive.state import read_snapshot
         from lakehouse.ingest.load import Load
 
-        return Load(self.spark, self.settings.warehouse, self.definition(table)).run(files, fmt, force=force)
+        d = self.definition(table)
+        result = Load(self.spark, self.settings.warehouse, d).run(files, fmt, force=force)
+        snap = read_snapshot(self.paths(table).archive)
+        result.cutoff = snap.cutoff if snap else None
+        if result.cutoff is not None and result.load_ids:
+            result.rows_below_cutoff = _waiting_rows(self.paths(table).live, d.event_time, result.cutoff,
+                                                     result.load_ids)
+        return result
 
     def ingest(self, table: str, source: str, watch: bool = False, drain: bool = False, dry_run: bool = False,
                stop: Any = None, on_batch: Any = None, on_start: Any = None, producer: str | None = None) -> IngestReport:
@@ -393,11 +401,18 @@ def _clock(now: Any) -> Callable[[], int] | None:
     return lambda: t
 
 
-def _waiting_rows(live_path: str, event_time: str, cutoff: int) -> int:
-    """Live rows with event time < cutoff (read with delta-rs; partition-pruned)."""
+def _waiting_rows(live_path: str, event_time: str, cutoff: int, loads: list[str] | None = None) -> int:
+    """Live rows with event time < cutoff (read with delta-rs; partition-pruned); ``loads``: only
+    the rows these inserts wrote (their load ids, whatever release took them into live)."""
     from lakehouse.archive.plan import cutoff_time
+    from lakehouse.definitions.names import LOAD_COLUMN
+    from lakehouse.sql import literal
+    from lakehouse.stream.engine import RELEASE_MARK
 
     day = cutoff_time(cutoff).date()
     sql = (f'SELECT count(*) AS n FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{day.isoformat()}\' '
            f'AND "{event_time}" < to_timestamp_seconds({int(cutoff)})')
+    if loads:
+        sql += " AND (" + " OR ".join(f'starts_with("{LOAD_COLUMN}", {literal(load + RELEASE_MARK)})'
+                                      for load in loads) + ")"
     return int(delta_log.scan(live_path, sql).column("n")[0].as_py())

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from lakehouse.cli.context import Ctx
-from lakehouse.cli.output import emit, emit_records, fail, format_option, handle_errors
+from lakehouse.cli.output import cutoff_text, emit, emit_records, fail, format_option, handle_errors
 from lakehouse.output import format_timestamp, text_table
 
 INGEST_LOG_KEYS = ("file", "implied_time", "status", "rows", "rows_rejected", "batch", "error")
@@ -59,6 +59,13 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
                    + (f", {len(result.files_rejected)} file(s) rejected" if result.files_rejected else "")
                    + (f", {len(result.files_skipped)} file(s) skipped" if result.files_skipped else "")
                    + ("; see `lakehouse rejects " + table + "`" if result.rows_rejected or result.files_rejected else ""))
+        if doc["rows_late"]:
+            click.echo(f"{table}: {doc['rows_late']} of the rejected rows came too late for the stream "
+                       "(late_row: earlier than the producer's bound minus stream.allowed_lateness)")
+        if result.rows_below_cutoff:
+            click.echo(f"{table}: {result.rows_below_cutoff} loaded row(s) have an event time below the archive "
+                       f"cutoff ({cutoff_text(result.cutoff)}): they wait in live, and queries see them only after "
+                       f"the next archive run (`lakehouse archive {table}`)")
 
     emit(obj.fmt(fmt), doc, text)
     if result.files_rejected_now:
