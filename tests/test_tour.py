@@ -47,3 +47,27 @@ def test_load_counts_and_names_rows_below_the_archive_cutoff(clicks: Project) ->
     assert "after the next archive run" in proc.stdout and "2026-11-19T00:00:00Z" in proc.stdout
     proc = cli_in_process(p, "load", "clicks", clicks_csv(p, "d.csv", [(7, "2026-11-19T14:00:00Z")]))
     assert proc.returncode == 0 and "below the archive cutoff" not in proc.stdout, proc.stdout
+
+
+def test_jobs_run_and_jobs_history_give_one_attempt_the_same_numbers(clicks: Project) -> None:
+    p = clicks
+    p.lh.load("clicks", [clicks_csv(p, "a.csv", [(1, "2026-11-18T10:00:00Z"), (2, "2026-11-19T12:00:00Z")])])
+    p.lh.load("clicks", [clicks_csv(p, "b.csv", [(3, "2026-11-19T13:00:00Z")])])
+    proc = cli_in_process(p, "jobs", "run", "--now", "2026-11-20T00:10:00Z", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    ran = {o["job"]: o["result"] for o in json.loads(proc.stdout) if o["ran"]}
+    assert set(ran) == {"archive", "compact_live", "compact_archive", "vacuum"}
+    proc = cli_in_process(p, "jobs", "history", "--format", "json")
+    history = {r["job"]: r for r in json.loads(proc.stdout)}
+    counts = ("rows", "files_before", "files_after", "bytes_before", "bytes_after")
+    for job, result in ran.items():
+        assert {k: result[k] for k in counts} == {k: history[job][k] for k in counts}, job
+    # nothing to compact in live (two files, fewer than compact_min_files): its files, unchanged
+    assert (history["compact_live"]["files_before"], history["compact_live"]["files_after"]) == (2, 2)
+    assert history["compact_live"]["bytes_before"] > 0
+    text = cli_in_process(p, "jobs", "history").stdout
+    line = next(x for x in text.splitlines() if "compact_live" in x)
+    assert "2->2" in line, text
+    proc = cli_in_process(p, "jobs", "run", "--now", "2026-11-20T01:10:00Z")  # compact_live is hourly
+    line = next(x for x in proc.stdout.splitlines() if "compact_live" in x)
+    assert "files 2->2" in line, proc.stdout

@@ -32,6 +32,8 @@ def jobs() -> None:
 
 def outcome_line(o: dict[str, Any]) -> str:
     """One job's outcome in a round (``as_dict`` of a runner outcome) as a line of text."""
+    from lakehouse.jobs.compact import human_bytes
+
     head = f"{o['table']:<16} {o['job']:<16}"
     if o["busy"]:
         return f"{head} busy: {o['busy']}"
@@ -40,8 +42,12 @@ def outcome_line(o: dict[str, Any]) -> str:
         text = f"{head} {o['outcome']} ({o['attempts']} attempt{'s' if o['attempts'] != 1 else ''})"
         if o["error"]:
             return f"{text}: {o['error']}"
-        did = ", ".join(f"{k} {field_text(k, v)}" for k, v in r.items() if v not in (None, [], {}))
-        return f"{text}: {did}" if did else text
+        counts = ("rows", "files_before", "files_after", "bytes_before", "bytes_after")
+        did = [f"{k} {field_text(k, v)}" for k, v in r.items() if v not in (None, [], {}) and k not in counts]
+        if "files_before" in r:  # as `jobs history` shows the attempt
+            did.append(f"rows {r['rows']}, files {r['files_before']}->{r['files_after']}, "
+                       f"bytes {human_bytes(r['bytes_before'])}->{human_bytes(r['bytes_after'])}")
+        return f"{text}: {', '.join(did)}" if did else text
     if o["plan"] is not None:
         would = ", ".join(f"{k} {field_text(k, v)}" for k, v in o["plan"].items()
                           if v not in (None, [], {}, 0) and k in PLAN_KEYS)

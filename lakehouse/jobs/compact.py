@@ -176,16 +176,6 @@ class CompactPlan:
         return {"table": self.table, "dry_run": self.dry_run, "target_file_size": self.target,
                 "live": self.live.as_dict(), "archive": self.archive.as_dict(), "seconds": round(self.seconds, 3)}
 
-    def touched(self) -> dict[str, int]:
-        """Rows, files and bytes before/after over both parts (for the jobs history)."""
-        parts = [p for p in (self.live, self.archive) if p.days]
-        return {
-            "rows": sum(p.rows for p in parts),
-            "files_before": sum(p.files_before for p in parts),
-            "files_after": sum(p.files_after or 0 for p in parts),
-            "bytes_before": sum(p.bytes_before for p in parts),
-            "bytes_after": sum(p.bytes_after or 0 for p in parts),
-        }
 
 
 def plan(definition: TableDefinition, paths: TablePaths, parts: tuple[str, ...] = ("live", "archive"),

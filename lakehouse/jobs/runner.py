@@ -89,7 +89,7 @@ class Outcome:
             "error": last.error if last else None,
             "busy": self.busy,
             "plan": self.plan,
-            "result": last.detail if last else None,
+            "result": last.result() if last else None,
         }
 
 
@@ -276,9 +276,14 @@ class Runner:
             part = job.split("_", 1)[1]
             p = run_optimize(self.lh.spark, wh, d, parts=(part,), lease=lease)
             pp = getattr(p, part)
-            return ({"days": [k.isoformat() for k in pp.days], "table_files_before": pp.table_files_before,
-                     "table_files_after": pp.table_files_after if pp.days else pp.table_files_before},
-                    p.touched())
+            # the part's files and bytes before/after, as for archive: the same figures in the
+            # history and in the round's result, also when no day needed compacting
+            after = pp.days and pp.table_files_after is not None
+            return ({"days": [k.isoformat() for k in pp.days]},
+                    {"rows": pp.rows if pp.days else 0, "files_before": pp.table_files_before,
+                     "files_after": pp.table_files_after if after else pp.table_files_before,
+                     "bytes_before": pp.table_bytes_before,
+                     "bytes_after": pp.table_bytes_after if after else pp.table_bytes_before})
         if job == "vacuum":
             from lakehouse.jobs.vacuum import run_vacuum
 
