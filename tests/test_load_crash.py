@@ -116,7 +116,8 @@ def test_load_cli_options_after_the_command(spark, tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["rows_rejected"] == 0 and len(doc["files_rejected"]) == 1
     proc = cli_in_process(p, "--format", "csv", "rejects", "events")
-    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "source,line,reason,record,at,producer,bound"
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == (
+        "source,line,reason,record,at,load_id,producer,bound,producer_bound,allowed_lateness")
 
 
 def test_rerun_after_a_crash_never_doubles_rows_or_rejects_even_with_force(spark, tmp_path):

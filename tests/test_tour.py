@@ -71,3 +71,31 @@ def test_jobs_run_and_jobs_history_give_one_attempt_the_same_numbers(clicks: Pro
     proc = cli_in_process(p, "jobs", "run", "--now", "2026-11-20T01:10:00Z")  # compact_live is hourly
     line = next(x for x in proc.stdout.splitlines() if "compact_live" in x)
     assert "files 2->2" in line, proc.stdout
+
+
+def test_rejects_show_the_load_id_and_name_a_producers_insert_and_the_bound_a_late_row_broke(
+        spark: Any, project: Project) -> None:
+    p = project
+    p.table(CLICKS + "stream: {allowed_lateness: 2m}\n")
+    p.create("clicks")
+    with p.lh.table("clicks").producer("gw-eu") as gw:
+        gw.insert([{"user_id": 1, "url": "/a", "at": "2026-11-20T10:10:00Z"}])
+        r = gw.insert([{"user_id": 2, "url": "/b", "at": "2026-11-20T10:05:00Z"},   # below 10:10 - 2m
+                       {"user_id": 3, "url": "/c", "at": "2026-11-20T10:11:00Z"}])
+        assert r.as_dict()["rows_late"] == 1
+        gw.insert([{"user_id": "x", "url": "/d", "at": "2026-11-20T10:12:00Z"}])  # not a long
+    proc = cli_in_process(p, "rejects", "clicks", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    docs = json.loads(proc.stdout)
+    assert len(docs) == 2 and all(d["load_id"] for d in docs)
+    late = next(d for d in docs if d["reason"] == "late_row")
+    bad = next(d for d in docs if d["reason"] != "late_row")
+    assert late["source"] == "producer gw-eu insert 2" and late["line"] == 1
+    assert bad["source"] == "producer gw-eu insert 3" and "_inbox" not in json.dumps(docs) and "inbox" not in bad["reason"]
+    assert (late["bound"], late["producer_bound"], late["allowed_lateness"]) == (
+        "2026-11-20T10:08:00Z", "2026-11-20T10:10:00Z", "2m")
+    assert late["load_id"] != bad["load_id"]
+    text = cli_in_process(p, "rejects", "clicks").stdout
+    assert ("producer gw-eu insert 2:1  late_row (producer gw-eu: earlier than 2026-11-20T10:08:00Z = its bound "
+            "2026-11-20T10:10:00Z minus stream.allowed_lateness 2m)") in text, text
+    assert f"[{late['load_id']}]" in text

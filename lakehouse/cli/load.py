@@ -15,7 +15,8 @@ from lakehouse.output import format_timestamp, text_table
 
 INGEST_LOG_KEYS = ("file", "implied_time", "status", "rows", "rows_rejected", "batch", "error")
 """The fields of an ``ingest-log`` entry (the CSV header)."""
-REJECT_KEYS = ("source", "line", "reason", "record", "at", "producer", "bound")
+REJECT_KEYS = ("source", "line", "reason", "record", "at", "load_id", "producer", "bound", "producer_bound",
+               "allowed_lateness")
 """The fields of a ``rejects`` entry (the CSV header)."""
 
 
@@ -186,11 +187,19 @@ def ingest_log(obj: Ctx, table: str, source: str | None, fmt: str | None) -> Non
 @handle_errors
 def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
     """List TABLE's rejected rows and files with reasons."""
+    import datetime as dt
+
     rows = obj.lakehouse.rejects(table)
     if limit is not None:
         rows = rows[-limit:] if limit > 0 else []
+    lateness = obj.lakehouse.definition(table).stream.allowed_lateness
     docs = [{"source": r["source"], "line": r["line"], "reason": r["reason"], "record": r["record"], "at": r["at"],
-             "producer": r.get("producer"), "bound": r.get("bound")} for r in rows]
+             "load_id": r.get("load_id"), "producer": r.get("producer"), "bound": r.get("bound"),
+             # late_row: ``bound`` is the limit the row broke, the producer's bound minus the lateness
+             "producer_bound": (r["bound"] + dt.timedelta(milliseconds=lateness.millis)
+                                if r.get("bound") is not None and lateness is not None else None),
+             "allowed_lateness": str(lateness) if r.get("bound") is not None and lateness is not None else None}
+            for r in rows]
 
     def text() -> None:
         if not docs:
@@ -199,9 +208,13 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
         for d in docs:
             where = f"{d['source']}:{d['line']}" if d["line"] is not None else f"{d['source']} (whole file)"
             why = d["reason"]
-            if d["bound"] is not None:  # late_row: who broke which bound
-                why += f" (producer {d['producer']}, below its bound {format_timestamp(d['bound'])})"
-            click.echo(f"{format_timestamp(d['at'])}  {where}  {why}")
+            if d["bound"] is not None:  # late_row: who broke which limit, and how it follows from the bound
+                why += f" (producer {d['producer']}: earlier than {format_timestamp(d['bound'])}"
+                if d["producer_bound"] is not None:
+                    why += (f" = its bound {format_timestamp(d['producer_bound'])} minus stream.allowed_lateness "
+                            f"{d['allowed_lateness']}")
+                why += ")"
+            click.echo(f"{format_timestamp(d['at'])}  {where}  {why}" + (f"  [{d['load_id']}]" if d["load_id"] else ""))
             if d["record"]:  # a long record is cut, and says so
                 click.echo(f"    {d['record'][:200]}" + (" ..." if len(d["record"]) > 200 else ""))
 
