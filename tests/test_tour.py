@@ -99,3 +99,30 @@ def test_rejects_show_the_load_id_and_name_a_producers_insert_and_the_bound_a_la
     assert ("producer gw-eu insert 2:1  late_row (producer gw-eu: earlier than 2026-11-20T10:08:00Z = its bound "
             "2026-11-20T10:10:00Z minus stream.allowed_lateness 2m)") in text, text
     assert f"[{late['load_id']}]" in text
+
+
+def test_a_file_refused_whole_is_exit_1_for_load_and_ingest_with_the_summary_and_the_good_files_in(
+        spark: Any, project: Project) -> None:
+    p = project
+    p.table(CLICKS + "ingest: {ingress_file_scan_wait: 0s, min_file_age: 0s}\n")
+    p.create("clicks")
+    land = p.root / "landing"
+    land.mkdir()
+    (land / "good.csv").write_text("user_id,url,at\n1,/a,2026-11-20T10:00:00Z\n")
+    (land / "bad.csv").write_bytes(b"\xff\xfe\x00binary\x00\n")
+    proc = cli_in_process(p, "ingest", "clicks", "--source", str(land), "--drain", "--format", "json")
+    doc = json.loads(proc.stdout)  # one document, then the error
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    assert proc.returncode == 1 and len(errors) == 1 and "bad.csv" in errors[0], proc.stderr
+    assert "the other files were ingested" in errors[0]
+    assert [f["file"] for f in doc["failed"]] == ["bad.csv"] and sum(b["rows"] for b in doc["batches"]) == 1
+    (land / "more.csv").write_text("user_id,url,at\n2,/b,2026-11-20T10:01:00Z\n")
+    proc = cli_in_process(p, "ingest", "clicks", "--source", str(land), "--drain")  # nothing refused now
+    assert proc.returncode == 0 and "1 file(s) ingested" in proc.stdout, proc.stdout + proc.stderr
+    good = p.text("good2.csv", "user_id,url,at\n3,/c,2026-11-20T10:02:00Z\n")
+    bad = str(land / "bad.csv")
+    proc = cli_in_process(p, "load", "clicks", good, bad, "--format", "json")
+    doc = json.loads(proc.stdout)
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    assert proc.returncode == 1 and len(errors) == 1 and "bad.csv" in errors[0] and doc["rows_loaded"] == 1
+    assert sorted(r["user_id"] for r in p.live("clicks")) == [1, 2, 3]

@@ -41,7 +41,8 @@ def _existing(ctx: click.Context, param: click.Parameter, files: tuple[str, ...]
 def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None, force: bool,
          fmt: str | None) -> None:
     """Upsert rows from FILES into TABLE's live store; bad rows go to rejects. A file whose
-    content was already loaded is skipped (like COPY INTO) unless --force."""
+    content was already loaded is skipped (like COPY INTO) unless --force. Exit 1 when a file was
+    rejected whole, after the summary: the other files load."""
     result = obj.lakehouse.load(table, list(files), input_format, force=force)
     doc = result.as_dict()
 
@@ -90,7 +91,8 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
 @handle_errors
 def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: bool, producer_name: str | None,
            fmt: str | None) -> None:
-    """Load files from a landing directory in implied-time order, exactly once."""
+    """Load files from a landing directory in implied-time order, exactly once. Exit 1 when a file
+    was failed whole (unreadable; it is in rejects), after the summary: the other files load."""
     import signal
     import threading
 
@@ -154,6 +156,12 @@ def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: b
                    + (f"; {report.unfinished} batch(es) taken, finished by the next run" if report.unfinished else ""))
 
     emit(f, report.to_json(), text)
+    if report.failed and not dry_run:  # as `load`: input refused whole is exit 1, after the summary
+        name, err = report.failed[0]
+        more = f" (and {len(report.failed) - 1} more file(s))" if len(report.failed) > 1 else ""
+        others = "; the other files were ingested" if report.files_ingested else ""
+        fail(f"{err if name in err else f'{name}: {err}'}{more}; see `lakehouse ingest-log {table}` and `lakehouse rejects {table}`"
+             f"{others}")
 
 
 @click.command("ingest-log")
