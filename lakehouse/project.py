@@ -131,6 +131,11 @@ class Lakehouse:
     def tables(self) -> list[TableState]:
         """Every defined table and its state (from Delta logs; Spark only to finish what a
         crashed stream operation left)."""
+        if not self.settings.tables_dir.is_dir():  # not a project: say where tables were looked for
+            from lakehouse.errors import ConfigError
+
+            raise ConfigError(f"{self.settings.tables_dir}: no such folder; this is not a lakehouse project "
+                              "(give --project DIR or LAKEHOUSE_PROJECT, or run in the project's folder)")
         out = []
         from lakehouse.archive.state import read_snapshot
         from lakehouse.archive.status import read_status
@@ -356,7 +361,10 @@ class Lakehouse:
         or datetime; UTC without an offset) or what ``self.as_of`` resolved."""
         from lakehouse.query.asof import AsOf
 
-        tables = sources(self.settings.warehouse, self.definitions())
+        definitions = self.definitions()
+        tables = sources(self.settings.warehouse, definitions)
+        if len(tables) < len(definitions):
+            _refuse_uncreated(sql, set(definitions) - {t.name for t in tables})
         pinned = None
         if as_of is not None:
             pinned = as_of if isinstance(as_of, AsOf) else self.as_of(sql, as_of)
@@ -399,6 +407,17 @@ def _clock(now: Any) -> Callable[[], int] | None:
 
     t = to_micros(now)
     return lambda: t
+
+
+def _refuse_uncreated(sql: str, uncreated: set[str]) -> None:
+    """A query reading a table that is defined but not created yet (before ``migrate``) is
+    refused with what to do, on both engines, as ``load`` refuses it."""
+    from lakehouse.errors import TableNotFound
+    from lakehouse.query import guard
+
+    read = sorted(guard.tables_read(guard.check(sql)) & uncreated)
+    if read:
+        raise TableNotFound(f"table {read[0]!r} is not created in the warehouse yet; run `lakehouse migrate`")
 
 
 def _waiting_rows(live_path: str, event_time: str, cutoff: int, loads: list[str] | None = None) -> int:

@@ -62,15 +62,16 @@ def test_jobs_run_and_jobs_history_give_one_attempt_the_same_numbers(clicks: Pro
     counts = ("rows", "files_before", "files_after", "bytes_before", "bytes_after")
     for job, result in ran.items():
         assert {k: result[k] for k in counts} == {k: history[job][k] for k in counts}, job
-    # nothing to compact in live (two files, fewer than compact_min_files): its files, unchanged
-    assert (history["compact_live"]["files_before"], history["compact_live"]["files_after"]) == (2, 2)
-    assert history["compact_live"]["bytes_before"] > 0
+    # nothing to compact in live (two files, fewer than compact_min_files): no day, no file touched,
+    # and the round says so as the history does (it printed the table's files, 2 -> 2, before)
+    assert ran["compact_live"]["days"] == [] and "table_files_before" not in ran["compact_live"]
+    assert (history["compact_live"]["files_before"], history["compact_live"]["files_after"]) == (0, 0)
     text = cli_in_process(p, "jobs", "history").stdout
     line = next(x for x in text.splitlines() if "compact_live" in x)
-    assert "2->2" in line, text
+    assert "0->0" in line, text
     proc = cli_in_process(p, "jobs", "run", "--now", "2026-11-20T01:10:00Z")  # compact_live is hourly
     line = next(x for x in proc.stdout.splitlines() if "compact_live" in x)
-    assert "files 2->2" in line, proc.stdout
+    assert "files 0->0" in line and "table_files" not in line, proc.stdout
 
 
 def test_rejects_show_the_load_id_and_name_a_producers_insert_and_the_bound_a_late_row_broke(
@@ -126,3 +127,52 @@ def test_a_file_refused_whole_is_exit_1_for_load_and_ingest_with_the_summary_and
     errors = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
     assert proc.returncode == 1 and len(errors) == 1 and "bad.csv" in errors[0] and doc["rows_loaded"] == 1
     assert sorted(r["user_id"] for r in p.live("clicks")) == [1, 2, 3]
+
+
+def test_query_before_migrate_says_run_migrate_and_tables_outside_a_project_is_an_error(
+        spark: Any, project: Project, tmp_path: Any) -> None:
+    p = project.table(CLICKS)  # defined, never migrated
+    for engine in ("spark", "duckdb"):
+        proc = cli_in_process(p, "query", "SELECT count(*) FROM clicks", "--engine", engine)
+        errors = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+        assert proc.returncode == 1 and len(errors) == 1 and "run `lakehouse migrate`" in errors[0], (engine, proc.stderr)
+    nowhere = tmp_path / "not-a-project"
+    nowhere.mkdir()
+    for fmt in ("text", "json"):
+        proc = cli_in_process(nowhere, "tables", "--format", fmt)
+        errors = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+        assert proc.returncode == 1 and len(errors) == 1 and str(nowhere / "tables") in errors[0], proc.stderr
+        assert proc.stdout == ""
+
+
+def test_optimize_dry_run_says_its_rule_and_why_a_day_was_not_picked_and_ingest_log_tells_batches_apart(
+        spark: Any, project: Project) -> None:
+    p = project
+    p.table(CLICKS + "ingest: {ingress_file_scan_wait: 0s, min_file_age: 0s}\n"
+            "jobs: {target_file_size: 8KB, compact_min_files: 8}\n")
+    p.create("clicks")
+    for i in range(2):
+        p.lh.load("clicks", [clicks_csv(p, f"l{i}.csv", [(i, f"2026-11-20T10:0{i}:00Z")])])
+    land = p.root / "landing"
+    land.mkdir()
+    (land / "i0.csv").write_text("user_id,url,at\n9,/i,2026-11-20T11:00:00Z\n")
+    assert cli_in_process(p, "ingest", "clicks", "--source", str(land), "--drain").returncode == 0
+    proc = cli_in_process(p, "optimize", "clicks", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to compact (target file size 8.0KB: live days with more than 8 files below 4.0KB" in proc.stdout
+    assert ("clicks/live: not picked 2026-11-20: 3 small files, not more than jobs.compact_min_files (8); "
+            "`optimize --day 2026-11-20` compacts it") in proc.stdout, proc.stdout
+    doc = json.loads(cli_in_process(p, "optimize", "clicks", "--dry-run", "--format", "json").stdout)
+    assert list(doc["live"]["skipped"]) == ["2026-11-20"] and doc["compact_min_files"] == 8
+    day = json.loads(cli_in_process(p, "optimize", "clicks", "--dry-run", "--day", "2026-11-20",
+                                    "--format", "json").stdout)
+    assert day["live"]["days"] == ["2026-11-20"] and day["live"]["skipped"] == {}
+
+    log = json.loads(cli_in_process(p, "ingest-log", "clicks", "--format", "json").stdout)
+    assert sorted((e["source"], e["kind"], e["batch"]) for e in log) == sorted(
+        [("load", "load", 1), ("load", "load", 2), (str(land), "ingest", 1)])
+    assert len({e["load_id"] for e in log}) == 3
+    text = cli_in_process(p, "ingest-log", "clicks").stdout
+    lines = text.splitlines()
+    assert "source" in text and any("load 2" in x and "l1.csv" in x for x in lines), text
+    assert any("ingest 1" in x and "i0.csv" in x for x in lines) and "/landing" in text, text

@@ -13,7 +13,8 @@ from lakehouse.cli.context import Ctx
 from lakehouse.cli.output import cutoff_text, emit, emit_records, fail, format_option, handle_errors
 from lakehouse.output import format_timestamp, text_table
 
-INGEST_LOG_KEYS = ("file", "implied_time", "status", "rows", "rows_rejected", "batch", "error")
+INGEST_LOG_KEYS = ("file", "implied_time", "status", "rows", "rows_rejected", "batch", "error", "source", "kind",
+                   "load_id")
 """The fields of an ``ingest-log`` entry (the CSV header)."""
 REJECT_KEYS = ("source", "line", "reason", "record", "at", "load_id", "producer", "bound", "producer_bound",
                "allowed_lateness")
@@ -178,11 +179,13 @@ def ingest_log(obj: Ctx, table: str, source: str | None, fmt: str | None) -> Non
         if not entries:
             click.echo(f"{table}: no files ingested yet")
             return
-        text_table(("file", "implied_time", "status", "rows", "rejected", "batch", "error"),
-                   ([os.path.basename(e["file"]), format_timestamp(e["implied_time"]) if e["implied_time"] else "-",
-                     e["status"], e["rows"], e["rows_rejected"], "-" if e["batch"] is None else e["batch"],
-                     e["error"] or ""] for e in entries),
-                   right={"rows", "rejected", "batch"})
+        # a batch is a load's, a producer's insert or an ingest of a landing directory: numbered
+        # per source, so the source and the kind tell them apart
+        text_table(("source", "batch", "file", "implied_time", "status", "rows", "rejected", "error"),
+                   ([e["source"], "-" if e["batch"] is None else f"{e['kind']} {e['batch']}",
+                     os.path.basename(e["file"]), format_timestamp(e["implied_time"]) if e["implied_time"] else "-",
+                     e["status"], e["rows"], e["rows_rejected"], e["error"] or ""] for e in entries),
+                   right={"rows", "rejected"})
 
     emit_records(obj.fmt(fmt), entries, INGEST_LOG_KEYS, text)
 

@@ -276,14 +276,9 @@ class Runner:
             part = job.split("_", 1)[1]
             p = run_optimize(self.lh.spark, wh, d, parts=(part,), lease=lease)
             pp = getattr(p, part)
-            # the part's files and bytes before/after, as for archive: the same figures in the
-            # history and in the round's result, also when no day needed compacting
-            after = pp.days and pp.table_files_after is not None
-            return ({"days": [k.isoformat() for k in pp.days]},
-                    {"rows": pp.rows if pp.days else 0, "files_before": pp.table_files_before,
-                     "files_after": pp.table_files_after if after else pp.table_files_before,
-                     "bytes_before": pp.table_bytes_before,
-                     "bytes_after": pp.table_bytes_after if after else pp.table_bytes_before})
+            # the rows, files and bytes of the days compacted (none: 0 -> 0), in the history and
+            # in the round's result alike
+            return {"days": [k.isoformat() for k in pp.days]}, p.touched()
         if job == "vacuum":
             from lakehouse.jobs.vacuum import run_vacuum
 
