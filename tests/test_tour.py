@@ -176,3 +176,25 @@ def test_optimize_dry_run_says_its_rule_and_why_a_day_was_not_picked_and_ingest_
     lines = text.splitlines()
     assert "source" in text and any("load 2" in x and "l1.csv" in x for x in lines), text
     assert any("ingest 1" in x and "i0.csv" in x for x in lines) and "/landing" in text, text
+
+
+def test_check_history_is_a_trend_per_check(spark: Any, project: Project) -> None:
+    p = project
+    p.table(CLICKS + "quality:\n  - expect_column_values_to_be_between: {column: user_id, min_value: 0}\n")
+    p.create("clicks")
+    p.lh.load("clicks", [clicks_csv(p, "a.csv", [(1, "2026-11-20T10:00:00Z")])])
+    name = "expect_column_values_to_be_between(user_id)"
+    assert cli_in_process(p, "check", "clicks", "--no-docs").returncode == 0
+    p.lh.load("clicks", [clicks_csv(p, "b.csv", [(-1, "2026-11-20T10:01:00Z")])])
+    assert cli_in_process(p, "check", "clicks", "--no-docs").returncode == 1
+    assert cli_in_process(p, "check", "clicks", "--no-docs", "--scope", "live").returncode == 1
+    proc = cli_in_process(p, "check", "clicks", "--history")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    i = lines.index(f"{name}: 3 result(s), 2 failed")
+    assert lines[i + 1] == "  trend, oldest to newest: ok FAIL FAIL", proc.stdout
+    assert lines[i + 2].startswith("  last: FAIL at ") and lines[i + 2].endswith("(scope live)")
+    assert lines[i + 3].startswith("  last failure: ") and lines[i + 3].endswith("(scope live, 1 unexpected)")
+    docs = json.loads(cli_in_process(p, "check", "clicks", "--history", "--format", "json").stdout)
+    mine = [d for d in docs if d["check"] == name]
+    assert [(d["n"], d["ok"], d["previous_ok"]) for d in mine] == [(1, True, None), (2, False, True), (3, False, False)]
