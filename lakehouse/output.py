@@ -1,5 +1,6 @@
 """Values as people and machines read them, as the contract says: JSON values, text values, CSV
-text, and the one text-table renderer (shared by the command line and the demo).
+text (a document or records as one table: ``csv_document``, ``csv_records``), and the one
+text-table renderer (shared by the command line and the demo).
 
 JSON values: timestamps ``"2026-11-20T10:15:00Z"`` (fraction only when non-zero), dates
 ``"2026-11-20"``, decimals as strings, NaN/inf as strings. Imports nothing heavy: the command
@@ -15,7 +16,7 @@ import io
 import json
 import math
 import sys
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -92,6 +93,54 @@ def csv_table(keys: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     for row in rows:
         w.writerow([csv_value(v) for v in row])
     return buf.getvalue()
+
+
+def inline_text(v: Any) -> str:
+    """A value inside a line of text: ``-`` for NULL, a list as ``a, b`` (``none`` when empty), a
+    document as ``(k v, k v)``, the rest as ``text_value`` (never a Python repr)."""
+    if v is None:
+        return "-"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(inline_text(x) for x in v) or "none"
+    if isinstance(v, Mapping):
+        return "(" + ", ".join(f"{k} {inline_text(x)}" for k, x in v.items()) + ")"
+    return text_value(v)
+
+
+def flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A document as the fields of one CSV row: a nested document's fields named ``outer.inner``
+    (an empty one stays one field); any other value, a list too, is one field."""
+    out: dict[str, Any] = {}
+    for k, v in doc.items():
+        if isinstance(v, Mapping) and v:
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def csv_records(records: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()) -> str:
+    """Records as CSV: one row a record, flattened (``flatten``); the header ``keys``, then any
+    other field in the order first seen (a record without a field has an empty cell)."""
+    rows = [flatten(r) for r in records]
+    header = dict.fromkeys(keys)
+    for r in rows:
+        header.update(dict.fromkeys(r))
+    return csv_table(list(header), ([r.get(k) for k in header] for r in rows))
+
+
+def csv_document(doc: Mapping[str, Any], table: str | None = None, keys: Sequence[str] = ()) -> str:
+    """A document as CSV. Without ``table``: one row of its fields, flattened (``flatten``). With
+    ``table``, the key of a list the document holds: one row an entry of that list (its fields,
+    flattened, ``keys`` first, as columns ``<table>.<field>``; an entry that is a plain value as
+    column ``<table>``), after the document's other fields, flattened and repeated on every row;
+    an empty list gives one row with those columns empty."""
+    head = flatten({k: v for k, v in doc.items() if k != table})
+    if table is None:
+        return csv_table(list(head), [list(head.values())])
+    entries = [flatten(e, f"{table}.") if isinstance(e, Mapping) else {table: e} for e in doc.get(table) or []]
+    columns = [f"{table}.{k}" for k in keys] if keys else [] if entries else [table]
+    return csv_records([{**head, **e} for e in entries] or [head], [*head, *columns])
 
 
 def csv_text(t: pa.Table) -> str:

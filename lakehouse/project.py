@@ -131,6 +131,11 @@ class Lakehouse:
     def tables(self) -> list[TableState]:
         """Every defined table and its state (from Delta logs; Spark only to finish what a
         crashed stream operation left)."""
+        if not self.settings.tables_dir.is_dir():  # not a project: say where tables were looked for
+            from lakehouse.errors import ConfigError
+
+            raise ConfigError(f"{self.settings.tables_dir}: no such folder; this is not a lakehouse project "
+                              "(give --project DIR or LAKEHOUSE_PROJECT, or run in the project's folder)")
         out = []
         from lakehouse.archive.state import read_snapshot
         from lakehouse.archive.status import read_status
@@ -266,9 +271,17 @@ class Lakehouse:
 
     def load(self, table: str, files: list[str], fmt: str | None = None, force: bool = False) -> LoadResult:
         """Load files into a table's live store (a one-shot ingest; see lakehouse.ingest.load)."""
+        from lakehouse.archive.state import read_snapshot
         from lakehouse.ingest.load import Load
 
-        return Load(self.spark, self.settings.warehouse, self.definition(table)).run(files, fmt, force=force)
+        d = self.definition(table)
+        result = Load(self.spark, self.settings.warehouse, d).run(files, fmt, force=force)
+        snap = read_snapshot(self.paths(table).archive)
+        result.cutoff = snap.cutoff if snap else None
+        if result.cutoff is not None and result.load_ids:
+            result.rows_below_cutoff = _waiting_rows(self.paths(table).live, d.event_time, result.cutoff,
+                                                     result.load_ids)
+        return result
 
     def ingest(self, table: str, source: str, watch: bool = False, drain: bool = False, dry_run: bool = False,
                stop: Any = None, on_batch: Any = None, on_start: Any = None, producer: str | None = None) -> IngestReport:
@@ -348,7 +361,10 @@ class Lakehouse:
         or datetime; UTC without an offset) or what ``self.as_of`` resolved."""
         from lakehouse.query.asof import AsOf
 
-        tables = sources(self.settings.warehouse, self.definitions())
+        definitions = self.definitions()
+        tables = sources(self.settings.warehouse, definitions)
+        if len(tables) < len(definitions):
+            _refuse_uncreated(sql, set(definitions) - {t.name for t in tables})
         pinned = None
         if as_of is not None:
             pinned = as_of if isinstance(as_of, AsOf) else self.as_of(sql, as_of)
@@ -393,11 +409,29 @@ def _clock(now: Any) -> Callable[[], int] | None:
     return lambda: t
 
 
-def _waiting_rows(live_path: str, event_time: str, cutoff: int) -> int:
-    """Live rows with event time < cutoff (read with delta-rs; partition-pruned)."""
+def _refuse_uncreated(sql: str, uncreated: set[str]) -> None:
+    """A query reading a table that is defined but not created yet (before ``migrate``) is
+    refused with what to do, on both engines, as ``load`` refuses it."""
+    from lakehouse.errors import TableNotFound
+    from lakehouse.query import guard
+
+    read = sorted(guard.tables_read(guard.check(sql)) & uncreated)
+    if read:
+        raise TableNotFound(f"table {read[0]!r} is not created in the warehouse yet; run `lakehouse migrate`")
+
+
+def _waiting_rows(live_path: str, event_time: str, cutoff: int, loads: list[str] | None = None) -> int:
+    """Live rows with event time < cutoff (read with delta-rs; partition-pruned); ``loads``: only
+    the rows these inserts wrote (their load ids, whatever release took them into live)."""
     from lakehouse.archive.plan import cutoff_time
+    from lakehouse.definitions.names import LOAD_COLUMN
+    from lakehouse.sql import literal
+    from lakehouse.stream.engine import RELEASE_MARK
 
     day = cutoff_time(cutoff).date()
     sql = (f'SELECT count(*) AS n FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{day.isoformat()}\' '
            f'AND "{event_time}" < to_timestamp_seconds({int(cutoff)})')
+    if loads:
+        sql += " AND (" + " OR ".join(f'starts_with("{LOAD_COLUMN}", {literal(load + RELEASE_MARK)})'
+                                      for load in loads) + ")"
     return int(delta_log.scan(live_path, sql).column("n")[0].as_py())

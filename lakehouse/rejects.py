@@ -25,14 +25,14 @@ UTC = dt.timezone.utc
 
 SCHEMA = pa.schema(
     [
-        pa.field("source", pa.string()),  # the input file (or producer)
+        pa.field("source", pa.string()),  # the input file, or "producer P insert N" (rows given as data)
         pa.field("line", pa.int64()),  # 1-based line (text) or record number (Parquet); null: whole file
         pa.field("record", pa.string()),  # the raw record as read (cut at 10,000 characters)
         pa.field("reason", pa.string()),  # why: names the column and the problem
         pa.field("at", pa.timestamp("us", tz="UTC")),  # when it was rejected
         pa.field("load_id", pa.string()),  # the load or ingest batch that rejected it
         pa.field("producer", pa.string()),  # the producer whose insert it was (streams)
-        pa.field("bound", pa.timestamp("us", tz="UTC")),  # late_row: the bound the row broke
+        pa.field("bound", pa.timestamp("us", tz="UTC")),  # late_row: the limit it broke (bound - allowed_lateness)
     ]
 )
 COLUMNS = tuple(SCHEMA.names)

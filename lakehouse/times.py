@@ -8,6 +8,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import overload
 
+# the contract's one spelling of an instant lives in output (the bottom layer); importable from here too
+from lakehouse.output import format_timestamp as format_timestamp
+
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 """1970-01-01T00:00:00Z: instants before it are negative numbers."""
@@ -61,12 +64,3 @@ def iso_z(t: dt.datetime) -> str:
 def iso_seconds(epoch_seconds: float) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ`` of an epoch time in seconds (a lease's expiry)."""
     return iso_z(from_seconds(epoch_seconds))
-
-
-def format_timestamp(v: dt.datetime) -> str:
-    """UTC ISO 8601 with Z; a fraction only when it is not zero (the contract's JSON form)."""
-    base = iso_z(v)[:-1]
-    us = aware(v).microsecond
-    if us:
-        base += f".{us:06d}".rstrip("0")
-    return base + "Z"

@@ -104,8 +104,8 @@ def test_load_cli_options_after_the_command(spark, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) | {"load_ids": None} == {
         "rows_loaded": 1, "rows_rejected": 0, "files_skipped": 0, "files_rejected": [], "skipped": [],
-        "rows_inserted": 1, "rows_updated": 0, "rows_late": 0, "rows_staged": 0, "recovered_batches": [],
-        "discarded_batches": [], "load_ids": None}
+        "rows_inserted": 1, "rows_updated": 0, "rows_late": 0, "rows_below_cutoff": 0, "cutoff": None,
+        "rows_staged": 0, "recovered_batches": [], "discarded_batches": [], "load_ids": None}
     proc = cli_in_process(p, "load", "events", f, "--format", "json")  # the same content: skipped
     assert proc.returncode == 0 and json.loads(proc.stdout)["files_skipped"] == 1
     # the input format is --input-format; content that contradicts it is one file reject, exit 1
@@ -116,7 +116,8 @@ def test_load_cli_options_after_the_command(spark, tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["rows_rejected"] == 0 and len(doc["files_rejected"]) == 1
     proc = cli_in_process(p, "--format", "csv", "rejects", "events")
-    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "source,line,reason,record,at,producer,bound"
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == (
+        "source,line,reason,record,at,load_id,producer,bound,producer_bound,allowed_lateness")
 
 
 def test_rerun_after_a_crash_never_doubles_rows_or_rejects_even_with_force(spark, tmp_path):

@@ -16,7 +16,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse.output import csv_text, dumps, format_timestamp, json_value, text_value
+from lakehouse.output import (
+    csv_document,
+    csv_records,
+    csv_text,
+    dumps,
+    flatten,
+    format_timestamp,
+    inline_text,
+    json_value,
+    text_value,
+)
 from lakehouse.query.compare import REL_TOL, Comparison, compare
 from lakehouse.records import parse_timestamp
 
@@ -288,3 +298,59 @@ def test_prop_compare_ignores_row_order(rows, rnd: random.Random):
         return pa.table({"k": pa.array([r[0] for r in rs], pa.int64()), "s": pa.array([r[1] for r in rs], pa.string())})
 
     assert compare(table(rows), table(shuffled)).equal
+
+
+# -- csv_document / csv_records / flatten / inline_text ---------------------------------------------
+
+
+def rows_of(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text)))
+
+
+def test_flatten_names_nested_fields_outer_inner():
+    doc = {"a": 1, "live": {"files": 2, "why": {}, "deep": {"x": None}}, "days": ["2026-01-10"]}
+    assert flatten(doc) == {"a": 1, "live.files": 2, "live.why": {}, "live.deep.x": None, "days": ["2026-01-10"]}
+
+
+def test_csv_document_is_one_row_lists_as_json_text():
+    doc = {"applied": ["0001_x", "0002_y"], "pending": [], "at": dt.datetime(2026, 1, 1, tzinfo=UTC),
+           "files": {"live": 1, "archive": 0}, "cutoff": None}
+    assert rows_of(csv_document(doc)) == [
+        ["applied", "pending", "at", "files.live", "files.archive", "cutoff"],
+        ['["0001_x", "0002_y"]', "[]", "2026-01-01T00:00:00Z", "1", "0", ""],
+    ]
+
+
+def test_csv_document_with_a_table_keeps_the_documents_own_fields():
+    doc = {"bound": dt.datetime(2026, 1, 1, tzinfo=UTC), "staged": 3,
+           "producers": [{"name": "p1", "bound": None}, {"name": "p2", "bound": dt.datetime(2026, 1, 2, tzinfo=UTC),
+                                                          "extra": {"k": 1}}]}
+    assert rows_of(csv_document(doc, "producers", ("name", "bound"))) == [
+        ["bound", "staged", "producers.name", "producers.bound", "producers.extra.k"],
+        ["2026-01-01T00:00:00Z", "3", "p1", "", ""],
+        ["2026-01-01T00:00:00Z", "3", "p2", "2026-01-02T00:00:00Z", "1"],
+    ]
+    empty = {**doc, "producers": []}
+    assert rows_of(csv_document(empty, "producers", ("name", "bound"))) == [
+        ["bound", "staged", "producers.name", "producers.bound"], ["2026-01-01T00:00:00Z", "3", "", ""]]
+
+
+def test_csv_document_with_a_table_of_plain_values():
+    doc = {"file": "f", "cutoff": 5, "values": [1.5, None]}
+    assert rows_of(csv_document(doc, "values")) == [["file", "cutoff", "values"], ["f", "5", "1.5"], ["f", "5", ""]]
+    assert rows_of(csv_document({**doc, "values": []}, "values")) == [["file", "cutoff", "values"], ["f", "5", ""]]
+
+
+def test_csv_records_header_is_the_keys_then_fields_first_seen():
+    records = [{"a": 1, "b": {"x": 2}}, {"a": 2, "c": [1]}]
+    assert rows_of(csv_records(records, ("a", "z"))) == [["a", "z", "b.x", "c"], ["1", "", "2", ""], ["2", "", "", "[1]"]]
+    assert csv_records([], ("a", "b")) == "a,b\n"
+
+
+def test_inline_text_never_shows_a_python_repr():
+    assert inline_text(None) == "-"
+    assert inline_text([]) == "none"
+    assert inline_text(["a", 1, None]) == "a, 1, -"
+    assert inline_text({"live": 0, "archive": [dt.date(2026, 1, 1)]}) == "(live 0, archive 2026-01-01)"
+    assert inline_text(True) == "true"
+    assert inline_text(dt.datetime(2026, 1, 1, 0, 0, 0, 250_000, tzinfo=UTC)) == "2026-01-01T00:00:00.25Z"

@@ -12,6 +12,9 @@ from lakehouse.cli.context import Ctx, parse_day, parse_now
 from lakehouse.cli.output import cutoff_text, emit, format_option, handle_errors
 from lakehouse.output import format_timestamp, text_table, text_value
 
+RUN_KEYS = ("value", "null", "count", "accumulative_count")
+"""The fields of a run of a run-length encoded vector file (``vectors``' CSV columns ``runs.<field>``)."""
+
 
 @click.command()
 @click.argument("table")
@@ -32,10 +35,11 @@ def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: 
             click.echo(f"{table}: nothing to do: {plan.notes[0]}")
             return
         if not plan.advances:
-            click.echo(f"{table}: nothing to do: cutoff {plan.cutoff} is not above the current cutoff {plan.previous_cutoff}")
+            click.echo(f"{table}: nothing to do: cutoff {cutoff_text(plan.cutoff)} is not above the current cutoff "
+                       f"{cutoff_text(plan.previous_cutoff)}")
             return
-        click.echo(f"{table}: would move the cutoff {plan.previous_cutoff} -> {plan.cutoff} "
-                   f"({cutoff_text(plan.cutoff)}) from live version {plan.live_version}")
+        click.echo(f"{table}: would move the cutoff {cutoff_text(plan.previous_cutoff)} -> {cutoff_text(plan.cutoff)} "
+                   f"from live version {plan.live_version}")
         click.echo(f"  {plan.rows} live rows ({plan.late_rows} late) into {len(plan.days)} day(s), "
                    f"merged with {plan.archive_rows_in_days} archived rows: {', '.join(d.isoformat() for d in plan.days) or '-'}")
 
@@ -44,11 +48,12 @@ def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: 
             click.echo(f"{table}: nothing to do: {plan.notes[0]}")
             return
         if not plan.advances:
-            click.echo(f"{table}: nothing to do: the new cutoff {plan.cutoff} is not above the current cutoff {plan.previous_cutoff}"
+            click.echo(f"{table}: nothing to do: the new cutoff {cutoff_text(plan.cutoff)} is not above the current "
+                       f"cutoff {cutoff_text(plan.previous_cutoff)}"
                        + (f" (clock: bound; watermark {format_timestamp(plan.watermark)})" if plan.watermark else "")
                        + (f" (recovered: purged {result.recovered_rows} rows)" if result.recovered_rows else ""))
             return
-        click.echo(f"{table}: cutoff {plan.previous_cutoff} -> {plan.cutoff} ({cutoff_text(plan.cutoff)}); "
+        click.echo(f"{table}: cutoff {cutoff_text(plan.previous_cutoff)} -> {cutoff_text(plan.cutoff)}; "
                    f"{result.rows_archived} rows archived into {len(plan.days)} day(s), {result.rows_purged} purged from live, "
                    f"{result.vector_files} vector files, {result.seconds:.1f}s"
                    + (f"; {len(plan.reencode_days)} day(s) archived under other settings re-sorted and re-encoded"
@@ -74,11 +79,11 @@ def vectors(obj: Ctx, table: str, day: str, column: str, limit: int | None, fmt:
     rows = dv.table.to_pylist() if dv.encoded else dv.table.column("value").to_pylist()
     if limit is not None:
         rows = rows[:limit]
-    doc: dict[str, Any] = {"file": dv.file, "cutoff": dv.cutoff}
-    doc["runs" if dv.encoded else "values"] = rows
+    listed = "runs" if dv.encoded else "values"
+    doc: dict[str, Any] = {"file": dv.file, "cutoff": dv.cutoff, listed: rows}
 
     def text() -> None:
-        click.echo(f"{dv.file}  (cutoff {dv.cutoff}, {'run-length encoded' if dv.encoded else 'plain'}, "
+        click.echo(f"{dv.file}  (cutoff {cutoff_text(dv.cutoff)}, {'run-length encoded' if dv.encoded else 'plain'}, "
                    f"{dv.table.num_rows} {'runs' if dv.encoded else 'values'})")
         if dv.encoded:
             text_table(("value", "null", "count", "accumulative"),
@@ -88,7 +93,7 @@ def vectors(obj: Ctx, table: str, day: str, column: str, limit: int | None, fmt:
             for v in rows:
                 click.echo(text_value(v))
 
-    emit(obj.fmt(fmt), doc, text)
+    emit(obj.fmt(fmt), doc, text, table=listed, keys=RUN_KEYS if dv.encoded else ())
 
 
 @click.command()
@@ -106,6 +111,6 @@ def lookup(obj: Ctx, table: str, day: str, where: tuple[str, ...], fmt: str | No
 
     def text() -> None:
         click.echo(f"records [{r.start}, {r.end}): {r.count} matching ({res.touched} vector entries read, "
-                   f"cutoff {res.cutoff})")
+                   f"cutoff {cutoff_text(res.cutoff)})")
 
     emit(obj.fmt(fmt), {"start": r.start, "end": r.end, "count": r.count}, text)

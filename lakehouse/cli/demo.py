@@ -12,7 +12,7 @@ from lakehouse.cli.output import fail, format_option, handle_errors
 @click.option("--reset", is_flag=True, help="Empty the warehouse first (it must hold only lakehouse data).")
 @click.option("--rows", type=int, default=20_000, show_default=True, help="Trips to generate.")
 @click.option("--days", type=int, default=4, show_default=True, help="UTC days of trips.")
-@format_option()
+@format_option(refuse=("json", "csv"), why="the demo is a narrative for people")
 @click.pass_obj
 @handle_errors
 def demo(obj: Ctx, reset: bool, rows: int, days: int, fmt: str | None) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lakehouse.cli.context import Ctx, parse_duration, parse_now
-from lakehouse.cli.output import emit, emit_records, format_option, handle_errors
+from lakehouse.cli.output import emit_records, field_text, format_option, handle_errors
 from lakehouse.output import format_timestamp, text_table
 
 HISTORY_KEYS = ("run_id", "job", "table", "started", "ended", "seconds", "outcome", "attempt", "terminal", "rows",
@@ -19,6 +19,10 @@ HISTORY_KEYS = ("run_id", "job", "table", "started", "ended", "seconds", "outcom
 PLAN_KEYS = ("error", "cutoff", "previous_cutoff", "days", "rows", "files_before", "bytes_before", "files",
              "vector_files", "staging", "removed_files", "removed_bytes", "notes")
 """The fields of a job's plan that a dry run's text line shows."""
+OUTCOME_KEYS = ("job", "table", "due", "why", "next_due", "last_outcome", "last_started", "ran", "outcome", "attempts",
+                "error", "busy", "plan", "result")
+"""The fields of a job's outcome in ``jobs run`` (the CSV header starts with these; a plan's or a
+result's fields follow as ``plan.<field>``, ``result.<field>``)."""
 
 
 @click.group()
@@ -28,6 +32,8 @@ def jobs() -> None:
 
 def outcome_line(o: dict[str, Any]) -> str:
     """One job's outcome in a round (``as_dict`` of a runner outcome) as a line of text."""
+    from lakehouse.jobs.compact import human_bytes
+
     head = f"{o['table']:<16} {o['job']:<16}"
     if o["busy"]:
         return f"{head} busy: {o['busy']}"
@@ -36,10 +42,16 @@ def outcome_line(o: dict[str, Any]) -> str:
         text = f"{head} {o['outcome']} ({o['attempts']} attempt{'s' if o['attempts'] != 1 else ''})"
         if o["error"]:
             return f"{text}: {o['error']}"
-        return f"{text}: " + ", ".join(f"{k} {v}" for k, v in r.items() if v not in (None, [], {}))
+        counts = ("rows", "files_before", "files_after", "bytes_before", "bytes_after")
+        did = [f"{k} {field_text(k, v)}" for k, v in r.items() if v not in (None, [], {}) and k not in counts]
+        if "files_before" in r:  # as `jobs history` shows the attempt
+            did.append(f"rows {r['rows']}, files {r['files_before']}->{r['files_after']}, "
+                       f"bytes {human_bytes(r['bytes_before'])}->{human_bytes(r['bytes_after'])}")
+        return f"{text}: {', '.join(did)}" if did else text
     if o["plan"] is not None:
-        return f"{head} due: {o['why']}; would: " + ", ".join(
-            f"{k} {v}" for k, v in o["plan"].items() if v not in (None, [], {}, 0) and k in PLAN_KEYS)
+        would = ", ".join(f"{k} {field_text(k, v)}" for k, v in o["plan"].items()
+                          if v not in (None, [], {}, 0) and k in PLAN_KEYS)
+        return f"{head} due: {o['why']}; would: {would or 'nothing'}"
     return f"{head} {'due' if o['due'] else 'not due'}: {o['why']}"
 
 
@@ -58,7 +70,7 @@ def jobs_run(obj: Ctx, table: str | None, now: str | None, dry_run: bool, fmt: s
         for o in outcomes:
             click.echo(outcome_line(o))
 
-    emit(obj.fmt(fmt), outcomes, text)
+    emit_records(obj.fmt(fmt), outcomes, OUTCOME_KEYS, text)
     if any(o["ran"] and o["outcome"] != "succeeded" for o in outcomes):
         sys.exit(1)
 
@@ -66,9 +78,10 @@ def jobs_run(obj: Ctx, table: str | None, now: str | None, dry_run: bool, fmt: s
 @jobs.command("serve")
 @click.option("--table", default=None, help="Only this table.")
 @click.option("--poll", default="30s", help="Look for due jobs at least this often (a duration; default 30s).")
+@format_option(refuse=("json", "csv"), why="it logs each round on stderr until stopped; see jobs history")
 @click.pass_obj
 @handle_errors
-def jobs_serve(obj: Ctx, table: str | None, poll: str) -> None:
+def jobs_serve(obj: Ctx, table: str | None, poll: str, fmt: str | None) -> None:
     """Run jobs on time until SIGTERM or Ctrl-C (which finish the running job, then exit 0; a
     second Ctrl-C aborts)."""
     from lakehouse.jobs.runner import serve

@@ -33,13 +33,13 @@ def lateness(obj: Ctx, table: str, days: int | None, fraction: float, plot: str 
 
         write_png(prof, plot)
     doc = prof.as_dict()
-    keys = ("source", "rows", *doc["lateness"], "late_path", "rejected_late")
-    # one line a source (and one for all), lateness in seconds: the CSV rows and the text table
+    # one line a source (and one for all), lateness in seconds: the text table
     lines = [{"source": "(all)", "rows": doc["rows"], **doc["lateness"], "late_path": doc["late_path"]["rows"],
               "rejected_late": doc["rejected_late"]["rows"]}]
     lines += [{"source": s["source"], "rows": s["rows"], **s["lateness"], "late_path": s["late_path"],
                "rejected_late": s["rejected_late"]} for s in doc["sources"]]
-    emit(obj.fmt(fmt), doc, lambda: _text(table, doc, lines, fraction, plot), rows=lines, keys=keys)
+    source_keys = ("source", "rows", *(f"lateness.{k}" for k in doc["lateness"]), "late_path", "rejected_late")
+    emit(obj.fmt(fmt), doc, lambda: _text(table, doc, lines, fraction, plot), table="sources", keys=source_keys)
 
 
 def _text(table: str, doc: dict[str, Any], lines: list[dict[str, Any]], fraction: float, plot: str | None) -> None:

@@ -10,12 +10,14 @@ from typing import Any
 import click
 
 from lakehouse.cli.context import Ctx
-from lakehouse.cli.output import emit, emit_records, fail, format_option, handle_errors
+from lakehouse.cli.output import cutoff_text, emit, emit_records, fail, format_option, handle_errors
 from lakehouse.output import format_timestamp, text_table
 
-INGEST_LOG_KEYS = ("file", "implied_time", "status", "rows", "rows_rejected", "batch", "error")
+INGEST_LOG_KEYS = ("file", "implied_time", "status", "rows", "rows_rejected", "batch", "error", "source", "kind",
+                   "load_id")
 """The fields of an ``ingest-log`` entry (the CSV header)."""
-REJECT_KEYS = ("source", "line", "reason", "record", "at", "producer", "bound")
+REJECT_KEYS = ("source", "line", "reason", "record", "at", "load_id", "producer", "bound", "producer_bound",
+               "allowed_lateness")
 """The fields of a ``rejects`` entry (the CSV header)."""
 
 
@@ -40,7 +42,8 @@ def _existing(ctx: click.Context, param: click.Parameter, files: tuple[str, ...]
 def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None, force: bool,
          fmt: str | None) -> None:
     """Upsert rows from FILES into TABLE's live store; bad rows go to rejects. A file whose
-    content was already loaded is skipped (like COPY INTO) unless --force."""
+    content was already loaded is skipped (like COPY INTO) unless --force. Exit 1 when a file was
+    rejected whole, after the summary: the other files load."""
     result = obj.lakehouse.load(table, list(files), input_format, force=force)
     doc = result.as_dict()
 
@@ -59,8 +62,15 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
                    + (f", {len(result.files_rejected)} file(s) rejected" if result.files_rejected else "")
                    + (f", {len(result.files_skipped)} file(s) skipped" if result.files_skipped else "")
                    + ("; see `lakehouse rejects " + table + "`" if result.rows_rejected or result.files_rejected else ""))
+        if doc["rows_late"]:
+            click.echo(f"{table}: {doc['rows_late']} of the rejected rows came too late for the stream "
+                       "(late_row: earlier than the producer's bound minus stream.allowed_lateness)")
+        if result.rows_below_cutoff:
+            click.echo(f"{table}: {result.rows_below_cutoff} loaded row(s) have an event time below the archive "
+                       f"cutoff ({cutoff_text(result.cutoff)}): they wait in live, and queries see them only after "
+                       f"the next archive run (`lakehouse archive {table}`)")
 
-    emit(obj.fmt(fmt), doc, text, rows=[{k: v for k, v in doc.items() if not isinstance(v, list)}])
+    emit(obj.fmt(fmt), doc, text)
     if result.files_rejected_now:
         first = result.files_rejected_now[0]
         others = " (the other files were loaded)" if result.rows_loaded else ""
@@ -82,7 +92,8 @@ def load(obj: Ctx, table: str, files: tuple[str, ...], input_format: str | None,
 @handle_errors
 def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: bool, producer_name: str | None,
            fmt: str | None) -> None:
-    """Load files from a landing directory in implied-time order, exactly once."""
+    """Load files from a landing directory in implied-time order, exactly once. Exit 1 when a file
+    was failed whole (unreadable; it is in rejects), after the summary: the other files load."""
     import signal
     import threading
 
@@ -146,6 +157,12 @@ def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: b
                    + (f"; {report.unfinished} batch(es) taken, finished by the next run" if report.unfinished else ""))
 
     emit(f, report.to_json(), text)
+    if report.failed and not dry_run:  # as `load`: input refused whole is exit 1, after the summary
+        name, err = report.failed[0]
+        more = f" (and {len(report.failed) - 1} more file(s))" if len(report.failed) > 1 else ""
+        others = "; the other files were ingested" if report.files_ingested else ""
+        fail(f"{err if name in err else f'{name}: {err}'}{more}; see `lakehouse ingest-log {table}` and `lakehouse rejects {table}`"
+             f"{others}")
 
 
 @click.command("ingest-log")
@@ -162,11 +179,13 @@ def ingest_log(obj: Ctx, table: str, source: str | None, fmt: str | None) -> Non
         if not entries:
             click.echo(f"{table}: no files ingested yet")
             return
-        text_table(("file", "implied_time", "status", "rows", "rejected", "batch", "error"),
-                   ([os.path.basename(e["file"]), format_timestamp(e["implied_time"]) if e["implied_time"] else "-",
-                     e["status"], e["rows"], e["rows_rejected"], "-" if e["batch"] is None else e["batch"],
-                     e["error"] or ""] for e in entries),
-                   right={"rows", "rejected", "batch"})
+        # a batch is a load's, a producer's insert or an ingest of a landing directory: numbered
+        # per source, so the source and the kind tell them apart
+        text_table(("source", "batch", "file", "implied_time", "status", "rows", "rejected", "error"),
+                   ([e["source"], "-" if e["batch"] is None else f"{e['kind']} {e['batch']}",
+                     os.path.basename(e["file"]), format_timestamp(e["implied_time"]) if e["implied_time"] else "-",
+                     e["status"], e["rows"], e["rows_rejected"], e["error"] or ""] for e in entries),
+                   right={"rows", "rejected"})
 
     emit_records(obj.fmt(fmt), entries, INGEST_LOG_KEYS, text)
 
@@ -179,11 +198,19 @@ def ingest_log(obj: Ctx, table: str, source: str | None, fmt: str | None) -> Non
 @handle_errors
 def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
     """List TABLE's rejected rows and files with reasons."""
+    import datetime as dt
+
     rows = obj.lakehouse.rejects(table)
     if limit is not None:
         rows = rows[-limit:] if limit > 0 else []
+    lateness = obj.lakehouse.definition(table).stream.allowed_lateness
     docs = [{"source": r["source"], "line": r["line"], "reason": r["reason"], "record": r["record"], "at": r["at"],
-             "producer": r.get("producer"), "bound": r.get("bound")} for r in rows]
+             "load_id": r.get("load_id"), "producer": r.get("producer"), "bound": r.get("bound"),
+             # late_row: ``bound`` is the limit the row broke, the producer's bound minus the lateness
+             "producer_bound": (r["bound"] + dt.timedelta(milliseconds=lateness.millis)
+                                if r.get("bound") is not None and lateness is not None else None),
+             "allowed_lateness": str(lateness) if r.get("bound") is not None and lateness is not None else None}
+            for r in rows]
 
     def text() -> None:
         if not docs:
@@ -192,10 +219,14 @@ def rejects(obj: Ctx, table: str, limit: int | None, fmt: str | None) -> None:
         for d in docs:
             where = f"{d['source']}:{d['line']}" if d["line"] is not None else f"{d['source']} (whole file)"
             why = d["reason"]
-            if d["bound"] is not None:  # late_row: who broke which bound
-                why += f" (producer {d['producer']}, below its bound {format_timestamp(d['bound'])})"
-            click.echo(f"{format_timestamp(d['at'])}  {where}  {why}")
-            if d["record"]:
-                click.echo(f"    {d['record'][:200]}")
+            if d["bound"] is not None:  # late_row: who broke which limit, and how it follows from the bound
+                why += f" (producer {d['producer']}: earlier than {format_timestamp(d['bound'])}"
+                if d["producer_bound"] is not None:
+                    why += (f" = its bound {format_timestamp(d['producer_bound'])} minus stream.allowed_lateness "
+                            f"{d['allowed_lateness']}")
+                why += ")"
+            click.echo(f"{format_timestamp(d['at'])}  {where}  {why}" + (f"  [{d['load_id']}]" if d["load_id"] else ""))
+            if d["record"]:  # a long record is cut, and says so
+                click.echo(f"    {d['record'][:200]}" + (" ..." if len(d["record"]) > 200 else ""))
 
     emit_records(obj.fmt(fmt), docs, REJECT_KEYS, text)

@@ -19,15 +19,17 @@ from lakehouse.cli.output import emit, format_option, handle_errors
 def optimize(obj: Ctx, table: str, day: str | None, dry_run: bool, fmt: str | None) -> None:
     """Compact a table: bin-pack live's small files; rewrite archive days into files of the target
     size in their sorted order (vector files stay valid). Reports files and bytes before and after."""
-    from lakehouse.jobs.compact import human_bytes
+    from lakehouse.jobs.compact import human_bytes, thresholds
 
     p = obj.lakehouse.optimize(table, day=parse_day(day) if day else None, dry_run=dry_run)
 
     def text() -> None:
         if p.empty:
-            skipped = "; ".join(f"{d}: {w}" for d, w in p.archive.skipped.items())
-            click.echo(f"{table}: nothing to compact (target file size {human_bytes(p.target)})"
-                       + (f"; archive days skipped: {skipped}" if skipped else ""))
+            click.echo(f"{table}: nothing to compact ({thresholds(p.target, p.min_files)})")
+            for d, w in p.live.skipped.items():
+                click.echo(f"{table}/live: not picked {d}: {w}")
+            for d, w in p.archive.skipped.items():
+                click.echo(f"{table}/archive: skipped {d}: {w}")
             return
         for part in (p.live, p.archive):
             if not part.days:
@@ -41,6 +43,8 @@ def optimize(obj: Ctx, table: str, day: str | None, dry_run: bool, fmt: str | No
             click.echo(f"{table}/{part.part}: {len(part.days)} day(s) {how}: {part.files_before} -> {part.files_after} files, "
                        f"{human_bytes(part.bytes_before)} -> {human_bytes(part.bytes_after or 0)}; whole table "
                        f"{part.table_files_before} -> {part.table_files_after} files")
+        for d, w in p.live.skipped.items():
+            click.echo(f"{table}/live: not picked {d}: {w}")
         for d, w in p.archive.skipped.items():
             click.echo(f"{table}/archive: skipped {d}: {w}")
         if not dry_run and p.archive.days:

@@ -10,7 +10,7 @@ import click
 
 from lakehouse.cli.context import Ctx
 from lakehouse.cli.output import cutoff_text, emit, emit_records, fail, format_option, handle_errors
-from lakehouse.output import format_timestamp, text_table
+from lakehouse.output import format_timestamp, inline_text, text_table
 
 if TYPE_CHECKING:
     from lakehouse.project import TableState
@@ -85,6 +85,16 @@ def _migrate_status(obj: Ctx, fmt: str | None) -> None:
         sys.exit(1)
 
 
+def _instant_text(value: Any) -> str:
+    """An instant recorded as ISO 8601 text (any offset) as text output shows instants (UTC, Z)."""
+    from lakehouse.records import BadValue, parse_timestamp
+
+    try:
+        return format_timestamp(parse_timestamp(value)) if isinstance(value, str) else inline_text(value)
+    except BadValue:
+        return value
+
+
 @click.command()
 @format_option()
 @click.pass_obj
@@ -97,8 +107,8 @@ def tables(obj: Ctx, fmt: str | None) -> None:
         state = "ok" if s.created else "not created (run lakehouse migrate)"
         if s.last_error:
             e = s.last_error
-            state = (f"archive failing at {e.get('step')} ({e.get('failures', 1)}x since {e.get('since')}): "
-                     f"{e.get('error')}")
+            state = (f"archive failing at {inline_text(e.get('step'))} ({inline_text(e.get('failures', 1))}x since "
+                     f"{_instant_text(e.get('since'))}): {inline_text(e.get('error'))}")
         if s.staged:
             state += f"; {s.staged} rows staged"
         return state
@@ -110,7 +120,7 @@ def tables(obj: Ctx, fmt: str | None) -> None:
         text_table(
             ("table", "live_rows", "archive_rows", "rejects", "waiting", "cutoff", "watermark", "state"),
             ([s.name, s.live_rows, s.archive_rows, s.rejects, s.waiting_rows,
-              "-" if s.cutoff is None else f"{s.cutoff} ({cutoff_text(s.cutoff)})",
+              "-" if s.cutoff is None else cutoff_text(s.cutoff),
               format_timestamp(s.watermark) if s.watermark else "-", state_of(s)] for s in states),
             right={"live_rows", "archive_rows", "rejects", "waiting"})
 

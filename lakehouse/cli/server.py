@@ -26,7 +26,7 @@ def _row(state: str, rec: Any, uses: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _emit(fmt: str, row: dict[str, Any], text: str) -> None:
-    emit(fmt, row, lambda: click.echo(text), rows=[row], keys=KEYS)
+    emit(fmt, row, lambda: click.echo(text), keys=KEYS)
 
 
 @click.group()

@@ -24,7 +24,7 @@ NOW_HELP = "The clock for this operation (ISO 8601; replays and tests)."
 EVENT_KEYS = ("kind", "at", "producer", "bound", "rows", "rejected", "detail")
 """The fields of a stream event (the CSV header of ``stream --events``)."""
 PRODUCER_KEYS = ("name", "bound", "staged", "lease_expires", "rejected", "attached", "holding")
-"""The fields of a producer in ``stream`` (its CSV header)."""
+"""The fields of a producer in ``stream`` (its CSV columns ``producers.<field>``, after the stream's own)."""
 
 
 def _ts(value: Any) -> str:
@@ -88,7 +88,7 @@ def _producer_op(fn: F) -> F:
                        f"{_ts(doc.get('bound'))}, {doc.get('staged', 0)} rows staged; stream bound "
                        f"{_ts(doc['stream_bound'])}, watermark {_ts(doc['watermark'])}")
 
-        emit(ref.ctx.fmt(fmt), doc, text, rows=[doc])
+        emit(ref.ctx.fmt(fmt), doc, text)
         if extra.get("insert", {}).get("error"):
             fail(extra["insert"]["error"])
 
@@ -170,7 +170,7 @@ def stream(obj: Ctx, table: str, events: bool, now: str | None, fmt: str | None)
                        f"{p['staged']} staged, {p['rejected']} rejected late"
                        + (f", lease until {format_timestamp(p['lease_expires'])}" if p["lease_expires"] else ""))
 
-    emit(obj.fmt(fmt), doc, text, rows=doc["producers"], keys=PRODUCER_KEYS)
+    emit(obj.fmt(fmt), doc, text, table="producers", keys=PRODUCER_KEYS)
 
 
 def _stream_events(obj: Ctx, table: str, fmt: str | None) -> None:

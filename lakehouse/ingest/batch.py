@@ -29,6 +29,7 @@ from lakehouse.errors import InputError, first_line
 from lakehouse.ingest.blocks import Block, plan_file
 from lakehouse.ingest.parse import parse_block, unexpected
 from lakehouse.ingest.state import (
+    LOAD_SOURCE,
     Batch,
     FileEntry,
     IngestState,
@@ -123,9 +124,28 @@ def content_checksum(path: str) -> str:
     return h.hexdigest()
 
 
-def _shown(state: IngestState, name: str) -> str:
+def _shown(state: IngestState, name: str, root: str) -> str:
     e = state.files.get(name)
-    return (e.path or e.name) if e is not None else name
+    if e is None:
+        return name
+    return inserted_as(state, e, root) or e.path or e.name
+
+
+def inserted_as(state: IngestState, e: FileEntry, root: str) -> str | None:
+    """How rows a producer inserted as data (the Python API writes them to a temporary file in the
+    table's inbox under ``root``) are named as a source, in rejects and results: ``producer P
+    insert N`` (the producer's insert number N; ``part K`` of a Spark DataFrame written as several
+    files). None for a file a user gave or a landing directory holds (named by its path)."""
+    if not is_files_source(state.source) or state.source == LOAD_SOURCE or not e.path:
+        return None
+    inbox = inbox_folder(root, state.source).rstrip("/") + "/"
+    if not e.path.startswith(inbox):
+        return None
+    label = f"producer {state.source[len('<producer:'):-1]} insert {e.batch}"
+    base = os.path.basename(e.path)
+    if os.path.dirname(e.path).rstrip("/") + "/" != inbox and base.startswith("part-"):
+        label += f" part {int(base.split('-')[1]) + 1}" if base.split("-")[1].isdigit() else f" part {base}"
+    return label
 
 
 def continue_numbering(state: IngestState, paths: TablePaths) -> None:
@@ -214,8 +234,10 @@ class BatchRunner:
                 manifest = json.load(f)
         paths = [state.path_of(state.files[n]) for n in batch.files]
         failed_paths = [state.path_of(state.files[n]) if n in state.files else n for n, _ in batch.failed]
-        shown = [_shown(state, n) for n in batch.files]
-        failed_shown = [_shown(state, n) for n, _ in batch.failed]
+        shown = [_shown(state, n, self.paths.root) for n in batch.files]
+        failed_shown = [_shown(state, n, self.paths.root) for n, _ in batch.failed]
+        # rejects name a file by its path, rows a producer inserted as data by the insert
+        sources = [inserted_as(state, state.files[n], self.paths.root) or p for n, p in zip(batch.files, paths)]
         result = BatchResult(batch.number, [*shown, *failed_shown], recovered=recovered)
         if manifest is None and batch.files:  # (re)stage: the counts are needed even if both commits are in
             blocks = self._plan_blocks(state, batch, verify=recovered)
@@ -237,11 +259,14 @@ class BatchRunner:
         elif manifest is None:
             manifest = {"files": {}, "days": [], "good": 0, "rejected": 0, "blocks": 0}
         result.blocks = int(manifest["blocks"])
-        file_errors = [(paths[int(i)], f["error"]) for i, f in manifest["files"].items() if f["error"]]
-        file_errors += [(p, reason) for p, (_, reason) in zip(failed_paths, batch.failed)]
+        file_errors = [(sources[int(i)], f["error"].replace(paths[int(i)], sources[int(i)]))
+                       for i, f in manifest["files"].items() if f["error"]]
+        failed_sources = [inserted_as(state, state.files[n], self.paths.root) or p if n in state.files else p
+                          for (n, _), p in zip(batch.failed, failed_paths)]
+        file_errors += [(s, reason.replace(p, s)) for s, p, (_, reason) in zip(failed_sources, failed_paths, batch.failed)]
         load_id = state.load_id(batch)
         failed_idx = [int(i) for i, f in manifest["files"].items() if f["error"]]
-        spec = staged.rejects_spec(staging, paths, failed_idx, file_errors, int(manifest["rejected"]), load_id,
+        spec = staged.rejects_spec(staging, sources, failed_idx, file_errors, int(manifest["rejected"]), load_id,
                                    dt.datetime.now(UTC))
         reg: Registered | None = None
         if not live_done:  # the good rows are this producer's insert (none: it still renews its lease)
@@ -262,7 +287,7 @@ class BatchRunner:
             if stats["error"]:
                 e.status, e.error, e.rows, e.rows_rejected = "failed", stats["error"], 0, 0
                 result.failed.append(shown[i])
-                result.errors[shown[i]] = stats["error"]
+                result.errors[shown[i]] = stats["error"].replace(paths[i], sources[i])
             else:
                 n_late = late.get(i, 0)
                 e.status, e.rows = "ingested", int(stats["good"]) - n_late
@@ -271,9 +296,9 @@ class BatchRunner:
                 result.rows_rejected += e.rows_rejected
                 result.rows_late += n_late
                 result.per_file[shown[i]] = (e.rows, e.rows_rejected)
-        for name, (_, reason) in zip(failed_shown, batch.failed):
+        for name, (_, reason), path, source in zip(failed_shown, batch.failed, failed_paths, failed_sources):
             result.failed.append(name)
-            result.errors[name] = reason
+            result.errors[name] = reason.replace(path, source)
         state.pending = [b for b in state.pending if b.number != batch.number]
         self.store.save(state)
         crashpoints.reached("ingest_after_state")

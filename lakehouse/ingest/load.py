@@ -78,6 +78,11 @@ class LoadResult:
     """Rows of the producer still staged at the end, waiting for the watermark to pass them."""
     discarded: list[int] = field(default_factory=list)
     """Batches of an earlier insert interrupted before it was registered: discarded (never taken)."""
+    cutoff: int | None = None
+    """The table's committed archive cutoff after the load (epoch seconds; None: never archived)."""
+    rows_below_cutoff: int = 0
+    """Rows the load put into live with event time below ``cutoff``: queries see them only after
+    the next archive run moves them into the archive (the late path)."""
 
     @property
     def rows_loaded(self) -> int:
@@ -131,6 +136,8 @@ class LoadResult:
             "rows_inserted": self.rows_inserted,
             "rows_updated": self.rows_updated,
             "rows_late": sum(b.rows_late for b in self.batches),
+            "rows_below_cutoff": self.rows_below_cutoff,
+            "cutoff": self.cutoff,
             "rows_staged": self.rows_staged,
             "recovered_batches": [b.number for b in self.recovered],
             "discarded_batches": self.discarded,

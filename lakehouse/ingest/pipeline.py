@@ -28,7 +28,15 @@ from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
 from lakehouse.ingest.batch import BatchResult, BatchRunner, continue_numbering, plan_entry
 from lakehouse.ingest.scanner import Listed, implied_time, is_complete, list_source
-from lakehouse.ingest.state import Batch, FileEntry, IngestState, StateStore, canonical_source
+from lakehouse.ingest.state import (
+    LOAD_SOURCE,
+    Batch,
+    FileEntry,
+    IngestState,
+    StateStore,
+    canonical_source,
+    is_files_source,
+)
 from lakehouse.ingest.tsort import FileTSort
 from lakehouse.live import check_loadable
 from lakehouse.output import format_timestamp
@@ -94,10 +102,30 @@ class IngestReport:
         }
 
 
+def batch_kind(source: str) -> str:
+    """What made a source's batches: ``load`` (``lakehouse load``), ``insert`` (a producer's
+    inserts) or ``ingest`` (a landing directory)."""
+    if source == LOAD_SOURCE:
+        return "load"
+    return "insert" if is_files_source(source) else "ingest"
+
+
+def batch_source(source: str) -> str:
+    """A source as ``ingest-log`` names it: ``load``, ``producer NAME``, or the landing directory."""
+    if source == LOAD_SOURCE:
+        return "load"
+    return f"producer {source[len('<producer:'):-1]}" if is_files_source(source) else source
+
+
 def log_entry(state: IngestState, e: FileEntry) -> dict[str, Any]:
-    """One line of ``ingest-log`` (the contract's keys)."""
+    """One line of ``ingest-log`` (the contract's keys, then where the file came from: ``source``,
+    ``kind`` (``load``, a producer's ``insert``, or ``ingest`` of a landing directory) and the
+    batch's ``load_id``, the one rejects carry)."""
     return {
         "file": state.path_of(e),
+        "source": batch_source(state.source),
+        "kind": batch_kind(state.source),
+        "load_id": state.load_id(Batch(e.batch, [])) if e.batch is not None else None,
         "implied_time": e.implied_time,
         "status": e.status,
         "rows": e.rows,

@@ -50,6 +50,14 @@ class Run:
         """How long the attempt took."""
         return (self.ended - self.started).total_seconds()
 
+    def result(self) -> dict[str, Any]:
+        """What the attempt did as ``jobs run`` shows it: its detail, then (when it succeeded) the
+        very rows, files and bytes before/after ``jobs history`` shows for it."""
+        if self.outcome != "succeeded":
+            return dict(self.detail)
+        return {**self.detail, "rows": self.rows, "files_before": self.files_before, "files_after": self.files_after,
+                "bytes_before": self.bytes_before, "bytes_after": self.bytes_after}
+
     def as_dict(self) -> dict[str, Any]:
         """The attempt as ``jobs history --format json`` shows it."""
         return {

@@ -67,6 +67,27 @@ def live_days(by_day: dict[dt.date, list[DataFile]], target: int, min_files: int
     return out
 
 
+def live_days_left(by_day: dict[dt.date, list[DataFile]], target: int, min_files: int,
+                   picked: dict[dt.date, str], day: dt.date | None = None) -> dict[dt.date, str]:
+    """Live days with two or more small files that ``live_days`` did not pick, with why (a run
+    without ``--day`` takes a day only above ``compact_min_files``; ``--day`` takes any two)."""
+    out: dict[dt.date, str] = {}
+    for d, files in by_day.items():
+        n = sum(1 for f in files if small(f, target))
+        if d in picked or n < 2 or (day is not None and d != day):
+            continue
+        out[d] = (f"{n} small files, not more than jobs.compact_min_files ({min_files}); "
+                  f"`optimize --day {d.isoformat()}` compacts it")
+    return out
+
+
+def thresholds(target: int, min_files: int) -> str:
+    """The rule compaction applies, as text: which live and archive days it takes."""
+    return (f"target file size {human_bytes(target)}: live days with more than {min_files} files below "
+            f"{human_bytes(target // 2)} (jobs.compact_min_files; with --day: 2 or more), archive days with a "
+            f"file above {human_bytes(2 * target)} or 2 or more below {human_bytes(target // 2)}")
+
+
 def archive_days(by_day: dict[dt.date, list[DataFile]], target: int, day: dt.date | None = None,
                  stale: set[dt.date] | None = None) -> tuple[dict[dt.date, str], dict[dt.date, str]]:
     """Archive days to rewrite (and why), and days skipped (and why)."""
@@ -165,6 +186,8 @@ class CompactPlan:
     day: dt.date | None = None
     dry_run: bool = False
     seconds: float = 0.0
+    min_files: int = 8
+    """``jobs.compact_min_files``: a live day is compacted with more small files than this."""
 
     @property
     def empty(self) -> bool:
@@ -174,10 +197,12 @@ class CompactPlan:
     def as_dict(self) -> dict[str, Any]:
         """The JSON document of ``lakehouse optimize --json``."""
         return {"table": self.table, "dry_run": self.dry_run, "target_file_size": self.target,
+                "compact_min_files": self.min_files, "rule": thresholds(self.target, self.min_files),
                 "live": self.live.as_dict(), "archive": self.archive.as_dict(), "seconds": round(self.seconds, 3)}
 
     def touched(self) -> dict[str, int]:
-        """Rows, files and bytes before/after over both parts (for the jobs history)."""
+        """Rows, files and bytes before/after of the days compacted, over both parts (for the jobs
+        history and a round's result; 0 -> 0 when no day needed it)."""
         parts = [p for p in (self.live, self.archive) if p.days]
         return {
             "rows": sum(p.rows for p in parts),
@@ -198,11 +223,12 @@ def plan(definition: TableDefinition, paths: TablePaths, parts: tuple[str, ...] 
     ldays = live_days(live_lay.by_day(), target, jobs.compact_min_files, day) if "live" in parts else {}
     adays, askip = archive_days(arch_lay.by_day(), target, day, _stale_days(definition, paths)) \
         if "archive" in parts and arch_lay.files else ({}, {})
-    live = _part_plan("live", live_lay, ldays, {})
+    lleft = live_days_left(live_lay.by_day(), target, jobs.compact_min_files, ldays, day) if "live" in parts else {}
+    live = _part_plan("live", live_lay, ldays, lleft)
     arch = _part_plan("archive", arch_lay, adays, askip)
     if arch.days:
         arch.rows_per_file = rows_per_file(arch.rows, arch.bytes_before, target)
-    return CompactPlan(definition.name, target, live, arch, day)
+    return CompactPlan(definition.name, target, live, arch, day, min_files=jobs.compact_min_files)
 
 
 def _stale_days(definition: TableDefinition, paths: TablePaths) -> set[dt.date]:

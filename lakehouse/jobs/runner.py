@@ -89,7 +89,7 @@ class Outcome:
             "error": last.error if last else None,
             "busy": self.busy,
             "plan": self.plan,
-            "result": last.detail if last else None,
+            "result": last.result() if last else None,
         }
 
 
@@ -276,9 +276,9 @@ class Runner:
             part = job.split("_", 1)[1]
             p = run_optimize(self.lh.spark, wh, d, parts=(part,), lease=lease)
             pp = getattr(p, part)
-            return ({"days": [k.isoformat() for k in pp.days], "table_files_before": pp.table_files_before,
-                     "table_files_after": pp.table_files_after if pp.days else pp.table_files_before},
-                    p.touched())
+            # the rows, files and bytes of the days compacted (none: 0 -> 0), in the history and
+            # in the round's result alike
+            return {"days": [k.isoformat() for k in pp.days]}, p.touched()
         if job == "vacuum":
             from lakehouse.jobs.vacuum import run_vacuum
 
