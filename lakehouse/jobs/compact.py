@@ -371,7 +371,6 @@ class Compaction:
                                      "check the table with lakehouse verify")
 
 
-
 def run_optimize(spark_factory: Any, warehouse: str, definition: TableDefinition, day: dt.date | None = None,
                  dry_run: bool = False, parts: tuple[str, ...] = ("live", "archive"),
                  lease: Lease | None = None) -> CompactPlan:
