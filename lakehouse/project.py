@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lakehouse import delta_log, migrations, rejects
 from lakehouse.definitions import (
-    PARTITION_COLUMN,
     TableDefinition,
     get_definition,
     load_definitions,
@@ -139,6 +138,7 @@ class Lakehouse:
         out = []
         from lakehouse.archive.state import read_snapshot
         from lakehouse.archive.status import read_status
+        from lakehouse.archive.survey import rows_below
         from lakehouse.stream.engine import describe, wall_clock
         from lakehouse.stream.store import StreamStore
 
@@ -163,7 +163,7 @@ class Lakehouse:
                     bound=stream["bound"],
                     watermark=stream["watermark"],
                     staged=int(stream["staged"] or 0),
-                    waiting_rows=_waiting_rows(p.live, d.event_time, cutoff) if created and cutoff is not None else 0,
+                    waiting_rows=rows_below(p.live, d.event_time, cutoff) if created and cutoff is not None else 0,
                     last_error=(read_status(p.root) or {}).get("last_error") if created else None,
                 )
             )
@@ -272,6 +272,7 @@ class Lakehouse:
     def load(self, table: str, files: list[str], fmt: str | None = None, force: bool = False) -> LoadResult:
         """Load files into a table's live store (a one-shot ingest; see lakehouse.ingest.load)."""
         from lakehouse.archive.state import read_snapshot
+        from lakehouse.archive.survey import rows_below
         from lakehouse.ingest.load import Load
 
         d = self.definition(table)
@@ -279,8 +280,8 @@ class Lakehouse:
         snap = read_snapshot(self.paths(table).archive)
         result.cutoff = snap.cutoff if snap else None
         if result.cutoff is not None and result.load_ids:
-            result.rows_below_cutoff = _waiting_rows(self.paths(table).live, d.event_time, result.cutoff,
-                                                     result.load_ids)
+            result.rows_below_cutoff = rows_below(self.paths(table).live, d.event_time, result.cutoff,
+                                                  result.load_ids)
         return result
 
     def ingest(self, table: str, source: str, watch: bool = False, drain: bool = False, dry_run: bool = False,
@@ -419,19 +420,3 @@ def _refuse_uncreated(sql: str, uncreated: set[str]) -> None:
     if read:
         raise TableNotFound(f"table {read[0]!r} is not created in the warehouse yet; run `lakehouse migrate`")
 
-
-def _waiting_rows(live_path: str, event_time: str, cutoff: int, loads: list[str] | None = None) -> int:
-    """Live rows with event time < cutoff (read with delta-rs; partition-pruned); ``loads``: only
-    the rows these inserts wrote (their load ids, whatever release took them into live)."""
-    from lakehouse.archive.plan import cutoff_time
-    from lakehouse.definitions.names import LOAD_COLUMN
-    from lakehouse.sql import literal
-    from lakehouse.stream.engine import RELEASE_MARK
-
-    day = cutoff_time(cutoff).date()
-    sql = (f'SELECT count(*) AS n FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{day.isoformat()}\' '
-           f'AND "{event_time}" < to_timestamp_seconds({int(cutoff)})')
-    if loads:
-        sql += " AND (" + " OR ".join(f'starts_with("{LOAD_COLUMN}", {literal(load + RELEASE_MARK)})'
-                                      for load in loads) + ")"
-    return int(delta_log.scan(live_path, sql).column("n")[0].as_py())

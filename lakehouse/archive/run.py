@@ -319,13 +319,13 @@ def _idle(definition: TableDefinition, paths: TablePaths, now: dt.datetime, ledg
 
     if definition.archive.clock == "bound":
         return None
-    plan = survey.survey(None, definition, paths, now, ledger=False)
+    plan = survey.cutoff_plan(definition, paths, now)  # the logs only: no data read twice
     if plan.advances or (read_status(paths.root) or {}).get("last_error") or list_names(paths.staging):
         return None
     committed = plan.previous_cutoff
     if committed is not None:
         if ledger and (ledger_table.ledger_cutoff(paths) or -1) < committed:
             return None
-        if plan.live_version is None or survey.rows_below(definition, paths, plan.live_version, committed):
+        if survey.rows_below(paths.live, definition.event_time, committed):
             return None
     return plan

@@ -51,6 +51,15 @@ def survey(
     versions read, the days of live rows with event time < C' (rows, and with ``ledger`` their
     checksums, per day) and the archived days whose vector files need re-encoding. Without
     ``spark`` (a dry run) the rows are counted by delta-rs and there are no checksums."""
+    base = cutoff_plan(definition, paths, now)
+    if not base.advances or base.no_watermark:
+        return base
+    return _counted(spark, definition, paths, base, ledger)
+
+
+def cutoff_plan(definition: TableDefinition, paths: TablePaths, now: dt.datetime) -> ArchivePlan:
+    """The plan of a run at ``now`` without its days: C' (or none, without a watermark), the
+    cutoff before it and the versions read; from the logs alone (no data read)."""
     d = definition
     check_loadable(d, paths)
     archive = current_snapshot(paths.archive)
@@ -77,18 +86,25 @@ def survey(
             "archived by such a run)"
         )
     previous = archive.cutoff
-    base = ArchivePlan(d.name, now, previous, cutoff, live.version, archive.version, clock=d.archive.clock,
+    return ArchivePlan(d.name, now, previous, cutoff, live.version, archive.version, clock=d.archive.clock,
                        watermark=watermark)
-    if not base.advances:
-        return base
+
+
+def _counted(spark: SparkSession | None, d: TableDefinition, paths: TablePaths, base: ArchivePlan,
+             ledger: bool) -> ArchivePlan:
+    """``base`` (an advancing cutoff plan) with its days: the live rows below C' per day, with
+    Spark (and the books' checksums) or without (delta-rs)."""
+    now, previous, cutoff, watermark = base.now, base.previous_cutoff, base.cutoff, base.watermark
+    live_version, archive_version = base.live_version, base.archive_version
+    assert live_version is not None and archive_version is not None
     if spark is None:
-        rows = _below_without_spark(d, paths, live.version, cutoff, previous)
+        rows = _below_without_spark(d, paths, live_version, cutoff, previous)
         ledger = False
     else:
-        rows = _below(spark, d, paths, live.version, cutoff, previous, ledger)
+        rows = _below(spark, d, paths, live_version, cutoff, previous, ledger)
     new_rows = {r[PARTITION_COLUMN]: int(r["n"]) for r in rows}
     new_sums = {r[PARTITION_COLUMN]: Figures.of(r["n"], r["h"]).checksum for r in rows} if ledger else {}
-    archived = day_rows(paths.archive, archive.version)
+    archived = day_rows(paths.archive, archive_version)
     stale = [
         day
         for day in stale_days(d, paths, previous, {k for k, v in archived.items() if v})
@@ -101,8 +117,8 @@ def survey(
         now,
         previous,
         cutoff,
-        live.version,
-        archive.version,
+        live_version,
+        archive_version,
         days,
         rows=sum(new_rows.values()),
         late_rows=sum(int(r["late"] or 0) for r in rows),
@@ -150,6 +166,18 @@ def _below_without_spark(d: TableDefinition, paths: TablePaths, version: int, cu
     return [{PARTITION_COLUMN: r["d"], "n": r["n"], "late": r["late"]} for r in out]
 
 
-def rows_below(d: TableDefinition, paths: TablePaths, version: int, cutoff: int) -> int:
-    """Live rows (at ``version``) with event time below ``cutoff``, counted by delta-rs."""
-    return sum(int(r["n"]) for r in _below_without_spark(d, paths, version, cutoff, None))
+def rows_below(live_path: str, event_time: str, cutoff: int, loads: list[str] | None = None) -> int:
+    """Live rows with event time < cutoff (read with delta-rs; partition-pruned): rows waiting
+    for an archive run; ``loads``: only the rows these inserts wrote (their load ids, whatever
+    release took them into live)."""
+    from lakehouse.definitions.names import LOAD_COLUMN
+    from lakehouse.sql import literal
+    from lakehouse.stream.engine import RELEASE_MARK
+
+    day = cutoff_time(cutoff).date()
+    sql = (f'SELECT count(*) AS n FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{day.isoformat()}\' '
+           f'AND "{event_time}" < to_timestamp_seconds({int(cutoff)})')
+    if loads:
+        sql += " AND (" + " OR ".join(f'starts_with("{LOAD_COLUMN}", {literal(load + RELEASE_MARK)})'
+                                      for load in loads) + ")"
+    return int(delta_log.scan(live_path, sql).column("n")[0].as_py())

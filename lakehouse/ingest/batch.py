@@ -36,6 +36,7 @@ from lakehouse.ingest.state import (
     StateStore,
     inbox_folder,
     is_files_source,
+    producer_of,
 )
 from lakehouse.inputs import Format, detect_format
 from lakehouse.spark.session import parallelism
@@ -141,7 +142,7 @@ def inserted_as(state: IngestState, e: FileEntry, root: str) -> str | None:
     inbox = inbox_folder(root, state.source).rstrip("/") + "/"
     if not e.path.startswith(inbox):
         return None
-    label = f"producer {state.source[len('<producer:'):-1]} insert {e.batch}"
+    label = f"producer {producer_of(state.source)} insert {e.batch}"
     base = os.path.basename(e.path)
     if os.path.dirname(e.path).rstrip("/") + "/" != inbox and base.startswith("part-"):
         label += f" part {int(base.split('-')[1]) + 1}" if base.split("-")[1].isdigit() else f" part {base}"

@@ -36,6 +36,7 @@ from lakehouse.ingest.state import (
     StateStore,
     canonical_source,
     is_files_source,
+    producer_of,
 )
 from lakehouse.ingest.tsort import FileTSort
 from lakehouse.live import check_loadable
@@ -114,7 +115,7 @@ def batch_source(source: str) -> str:
     """A source as ``ingest-log`` names it: ``load``, ``producer NAME``, or the landing directory."""
     if source == LOAD_SOURCE:
         return "load"
-    return f"producer {source[len('<producer:'):-1]}" if is_files_source(source) else source
+    return f"producer {producer_of(source)}" if is_files_source(source) else source
 
 
 def log_entry(state: IngestState, e: FileEntry) -> dict[str, Any]:

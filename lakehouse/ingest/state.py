@@ -45,6 +45,12 @@ def producer_source(producer: str) -> str:
     return LOAD_SOURCE if producer == "load" else f"<producer:{producer}>"
 
 
+def producer_of(source: str) -> str:
+    """The producer whose inserts a files source holds (``producer_source``'s inverse; ``load``
+    for ``lakehouse load``'s)."""
+    return "load" if source == LOAD_SOURCE else source[len("<producer:"):-1]
+
+
 def inbox_folder(root: str, source: str) -> str:
     """Where the Python API writes the rows a producer inserts as data (temporary files) under a
     table's folder ``root``."""
@@ -83,7 +89,7 @@ def source_key(source: str) -> str:
     if source == LOAD_SOURCE:
         return "load"
     if is_files_source(source):
-        name = source[len("<producer:"):-1]
+        name = producer_of(source)
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "p"
         return f"producer-{slug}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
     full = canonical_source(source)

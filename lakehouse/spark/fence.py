@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import lease
+from lakehouse import lease, storage
 from lakehouse.errors import first_line
 
 if TYPE_CHECKING:
@@ -56,9 +56,7 @@ class Registration:
         self.path = folder(url) / f"{lease.node_key()}-{os.getpid()}.json"
         doc = {"pid": os.getpid(), "node": lease.node(), "session_id": client._session_id,
                "user_id": client._user_id or ""}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, self.path)
+        storage.write_json(str(self.path), doc)
         atexit.register(self.remove)
         def on_lock() -> None:
             fence(url)

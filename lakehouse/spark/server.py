@@ -18,7 +18,6 @@ says why it is not used); else a Spark driver in the command's own process, as w
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import secrets
@@ -94,7 +93,7 @@ def record_path(project: Path) -> Path:
 def read_record(project: Path) -> ServerRecord | None:
     """The project's server record, or None when there is none (or it is unreadable)."""
     try:
-        doc = json.loads(record_path(project).read_text())
+        doc = storage.read_json(str(record_path(project)))
         return ServerRecord(**{k: doc[k] for k in ServerRecord.__dataclass_fields__})
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -115,11 +114,8 @@ def problem(rec: ServerRecord, settings: Settings) -> str | None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process took the pid
+    """The server's process runs (a pid reused by another program does not count)."""
+    if not alive(pid):
         return False
     cmdline = Path(f"/proc/{pid}/cmdline")
     if cmdline.exists():  # a pid reused by another program is not our server
