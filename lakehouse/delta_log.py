@@ -275,3 +275,25 @@ def vacuum(path: str, retention_hours: int, dry_run: bool) -> list[str]:
                          full=True, post_commithook_properties=None if dry_run else PostCommitHookProperties(
                              create_checkpoint=False, cleanup_expired_logs=False))
     return [file_uri(path, f) for f in files]
+
+
+def drop_columns(path: str, names: set[str], partition_column: str) -> bool:
+    """One metadata-only commit that takes ``names`` out of the table's schema, everything else
+    of its metadata kept (a migration's added columns, when it is undone). Delta's SQL drops a
+    column only under column mapping (a protocol upgrade), so the commit is delta-rs's: a write
+    of no files whose overwrite matches no partition (``partition_column`` = a day before any
+    data), which replaces the schema alone. The data files keep the column; readers go by the
+    schema. False when none of ``names`` is in the schema."""
+    from deltalake import Schema
+
+    table = open_table(path)
+    fields = table.schema().fields
+    kept = [f for f in fields if f.name not in names]
+    if len(kept) == len(fields):
+        return False
+    partitions = table.metadata().partition_columns
+    if partition_column not in partitions:  # an overwrite without a partition filter would remove every file
+        raise ValueError(f"{path}: not partitioned by {partition_column}; its columns are not dropped here")
+    table.create_write_transaction([], "overwrite", Schema(kept), partitions,
+                                   [(partition_column, "=", "0001-01-01")])
+    return True

@@ -33,7 +33,7 @@ from lakehouse.errors import (
 )
 from lakehouse.physical import columns_from_dicts, create_table, describe, drift
 from lakehouse.settings import Settings
-from lakehouse.sql import spark_ident
+from lakehouse.sql import literal, spark_ident
 from lakehouse.storage import remove_tree
 from lakehouse.warehouse import TablePaths, history_path
 
@@ -289,51 +289,32 @@ class MigrationContext:
         return problems
 
     def _undo(self, path: str) -> None:
-        """One metadata-only Delta commit: this migration's columns out, its properties back."""
-        import json
-
+        """This migration's columns out (one metadata-only commit of delta-rs: Delta's SQL drops
+        columns only under column mapping), then its properties back (one ``ALTER TABLE``); both
+        on any kind of Spark session, and neither touches data committed meanwhile."""
+        from lakehouse.definitions import PARTITION_COLUMN
+        from lakehouse.delta_log import drop_columns
         from lakehouse.spark.commit import with_retries
 
         added = set(self._added.get(path, []))
         props = self._props.get(path, {})
-        if not added and not props:
-            return
-        spark = self.spark
-        from lakehouse.spark.session import is_connect
-
-        if is_connect(spark):  # the commit below is Delta's JVM API, which a Connect client cannot reach
-            raise MigrationError(
-                f"columns {sorted(added)} and properties {sorted(props)} stay: undoing them needs Spark "
-                "in this process (`lakehouse server stop`, then fix the migration and migrate again)")
-        jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
-
-        def commit() -> None:
-            log_ = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)  # type: ignore[attr-defined]
-            txn = log_.startTransaction()
-            md = txn.metadata()
-            schema = json.loads(md.schemaString())
-            fields = [f for f in schema["fields"] if f["name"] not in added]
-            conf = md.configuration()
-            changed = len(fields) != len(schema["fields"])
-            for k, v in props.items():
-                now = conf.get(k)
-                now = now.get() if now.isDefined() else None
-                if now == v:
-                    continue
-                conf = conf.removed(k) if v is None else conf.updated(k, v)
-                changed = True
-            if not changed:
-                return
-            schema["fields"] = fields
-            new = md.copy(md.id(), md.name(), md.description(), md.format(), json.dumps(schema),
-                          md.partitionColumns(), conf, md.createdTime())
-            txn.updateMetadata(new, False)
-            op = getattr(getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$")
-            nil = getattr(getattr(jvm.scala.collection.immutable, "Nil$"), "MODULE$")
-            txn.commit(nil, op)
-            log.info("rolled back %s: dropped columns %s, restored properties %s", path, sorted(added), sorted(props))
-
-        with_retries(f"rollback of the migration's changes to {path}", commit)
+        if added:
+            with_retries(f"rollback of the migration's columns of {path}",
+                         lambda: drop_columns(path, added, PARTITION_COLUMN))
+        now = describe(path)
+        current = {} if now is None else now.properties
+        restore = {k: v for k, v in props.items() if v is not None and current.get(k) != v}
+        unset = sorted(k for k, v in props.items() if v is None and k in current)
+        table = f"delta.{spark_ident(path)}"
+        if restore:
+            pairs = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in sorted(restore.items()))
+            with_retries(f"rollback of the migration's properties of {path}",
+                         lambda: self.spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})"))
+        if unset:
+            keys = ", ".join(literal(k) for k in unset)
+            with_retries(f"rollback of the migration's properties of {path}",
+                         lambda: self.spark.sql(f"ALTER TABLE {table} UNSET TBLPROPERTIES ({keys})"))
+        log.info("rolled back %s: dropped columns %s, restored properties %s", path, sorted(added), sorted(props))
 
 
 def _load_upgrade(m: Migration) -> Callable[[MigrationContext], None]:

@@ -7,7 +7,7 @@ import pytest
 from lakehouse.errors import MigrationError
 from lakehouse.migrations import discover, read_history
 from lakehouse.physical import describe, drift
-from tests.conftest import CLICKS, TRIPS_SMALL
+from tests.conftest import CLICKS, TRIPS_SMALL, cli
 
 pytestmark = pytest.mark.spark
 
@@ -173,7 +173,37 @@ def test_rollback_undoes_only_the_migrations_own_changes(project, spark):
         assert t.properties.get("lakehouse.archive.delay") == before_props.get("lakehouse.archive.delay")
     rows = project.live("trips", order_by="trip_id")
     assert [r["trip_id"] for r in rows] == ["m1", "m2"] and "tip" not in rows[0]
-    assert describe(p.live).version == 4  # create, add columns, properties, the load, the undo
+    assert describe(p.live).version == 5  # create, add columns, properties, the load; the undo: columns, properties
     assert project.lh.query("SELECT count(*) AS n FROM trips", "spark").to_pylist() == [{"n": 2}]
     assert drift(project.lh.definition("trips"), p) == []
     assert [h.name for h in read_history(project.settings.warehouse)] == ["0001_create_trips"]
+
+
+
+def test_a_failed_migration_is_undone_through_a_connect_server(project, spark):
+    """The same undo from a command on a Spark Connect server (no JVM API in reach): a column the
+    migration added goes, the property it changed is put back, and
+    the next migrate, with the migration fixed, applies it."""
+    project.table(TRIPS_SMALL).create("trips")
+    p = project.lh.paths("trips")
+    before = describe(p.live).properties
+    project.migration("0002_broken.py", """
+        def upgrade(ctx):
+            ctx.add_columns("trips", [{"name": "tip", "type": "double"}, {"name": "note", "type": "string"}])
+            ctx.set_archive("trips", delay="36h")
+            ctx.sql(f"ALTER TABLE delta.`{ctx.paths('trips').live}` SET TBLPROPERTIES ('team.owner' = 'ops')")
+            raise RuntimeError("boom")
+    """)
+    proc = cli(project, "migrate")
+    assert proc.returncode == 1 and "boom; its changes were rolled back" in proc.stderr, proc.stderr
+    for path in (p.live, p.archive):
+        t = describe(path)
+        assert t.column("tip") is None and t.column("note") is None
+        assert t.properties.get("lakehouse.archive.delay") == before.get("lakehouse.archive.delay")
+    # a property the migration set through ctx.sql is its own business (not rolled back)
+    assert describe(p.live).properties.get("team.owner") == "ops"
+    assert drift(project.lh.definition("trips"), p) == []
+    project.migration("0002_broken.py", "def upgrade(ctx):\n    pass\n")
+    proc = cli(project, "migrate")
+    assert proc.returncode == 0, proc.stderr
+    assert [h.name for h in read_history(project.settings.warehouse)][-1] == "0002_broken"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from lakehouse.cli.context import Ctx
-from lakehouse.cli.output import emit_fields, format_option, handle_errors
+from lakehouse.cli.output import emit, emit_fields, format_option, handle_errors
 
 
 @click.group()
@@ -95,3 +95,37 @@ def bench_open_cmd(obj: Ctx, commits: int, rounds: int, fmt: str | None) -> None
     from lakehouse.bench import bench_open
 
     emit_fields(obj.fmt(fmt), bench_open(obj.spark_master, commits, rounds))
+
+
+@bench.command("cli")
+@click.option("--rounds", type=int, default=3, show_default=True, help="Runs of each command (median).")
+@click.option("--rows", type=int, default=20_000, show_default=True, help="Demo trips in the scratch warehouse.")
+@click.option("--days", type=int, default=4, show_default=True, help="UTC days of those trips.")
+@click.option("--command", "only", multiple=True, metavar="NAME", help="Time only this command (repeatable).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_cli_cmd(obj: Ctx, rounds: int, rows: int, days: int, only: tuple[str, ...], fmt: str | None) -> None:
+    """Each command of README's tour as a new process: with the project's Spark Connect server,
+    without one, and on DuckDB where it applies, against the goals (a scratch copy of the project)."""
+    from pathlib import Path
+
+    from lakehouse.bench import bench_cli
+    from lakehouse.output import text_table
+
+    doc = bench_cli(Path(obj.lakehouse.settings.project), obj.spark_master, rounds, rows, days, only)
+
+    def text() -> None:
+        def cell(v: float | None) -> str:
+            return "" if v is None else f"{v:.2f}"
+
+        text_table(("command", "server s", "no server s", "duckdb s", "goal (server / none)", "met"),
+                   ([r["command"], cell(r["server_s"]), cell(r["no_server_s"]), cell(r["duckdb_s"]),
+                     " / ".join(cell(g) or "-" for g in (r["goal_server_s"], r["goal_no_server_s"]))
+                     if r["goal_server_s"] or r["goal_no_server_s"] else "",
+                     "yes" if r["met"] else "NO"] for r in doc["commands"]),
+                   right={"server s", "no server s", "duckdb s"},
+                   title=f"{doc['rounds']} run(s) each, median; server start {doc['server_start_s']:.1f} s")
+        click.echo(f"goals met: {doc['goals_met']} of {doc['goals']}")
+
+    emit(obj.fmt(fmt), doc, text, table="commands", keys=("command",))
