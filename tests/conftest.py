@@ -76,7 +76,7 @@ SCOPE_SECONDS = {
     "test_quality.py": 115, "test_query.py": 100, "test_load_crash.py": 100, "test_archive.py": 95,
     "test_time_travel.py": 75, "test_live.py": 65, "test_delta_log.py": 65, "test_cli.py": 65, "test_load.py": 55,
     "test_ledger.py": 50, "test_stream_interleavings.py": 40, "test_lateness_e2e.py": 30, "test_stream_model.py": 30,
-    "test_server.py": 150, "test_format_contract.py": 130, "test_no_spark.py": 90, "test_tour.py": 60,
+    "test_server.py": 150, "test_format_contract.py": 130, "test_no_spark.py": 90, "test_tour.py": 60, "test_bench_cli.py": 60,
 }
 """Seconds each scope took in a `make test` of two workers on this machine (the order they start
 in; an unlisted scope is light and starts after these)."""

@@ -96,6 +96,7 @@ EXEMPT = {
     "bench stream": "even the smallest run takes tens of seconds",
     "bench compact": "even the smallest run takes tens of seconds",
     "bench open": "even the smallest run (--commits 14 --rounds 1) takes 25 seconds",
+    "bench cli": "starts a server and runs the tour in a scratch project; tests/test_bench_cli.py runs it and parses its JSON",
     "server start": "starts a long-lived Spark Connect server (a JVM); tests/test_server.py starts one and parses its JSON",
 }
 """Commands not run for real here, and why. Each still shows that it accepts every format or

@@ -4,6 +4,8 @@ never the project's."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from lakehouse.cli.context import Ctx
@@ -98,9 +100,10 @@ def bench_open_cmd(obj: Ctx, commits: int, rounds: int, fmt: str | None) -> None
 
 
 @bench.command("cli")
-@click.option("--rounds", type=int, default=3, show_default=True, help="Runs of each command (median).")
-@click.option("--rows", type=int, default=20_000, show_default=True, help="Demo trips in the scratch warehouse.")
-@click.option("--days", type=int, default=4, show_default=True, help="UTC days of those trips.")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True, help="Runs of each command (median).")
+@click.option("--rows", type=click.IntRange(min=1), default=20_000, show_default=True,
+              help="Demo trips in the scratch warehouse.")
+@click.option("--days", type=click.IntRange(min=2), default=4, show_default=True, help="UTC days of those trips.")
 @click.option("--command", "only", multiple=True, metavar="NAME", help="Time only this command (repeatable).")
 @format_option()
 @click.pass_obj
@@ -111,21 +114,29 @@ def bench_cli_cmd(obj: Ctx, rounds: int, rows: int, days: int, only: tuple[str, 
     from pathlib import Path
 
     from lakehouse.bench import bench_cli
-    from lakehouse.output import text_table
 
-    doc = bench_cli(Path(obj.lakehouse.settings.project), obj.spark_master, rounds, rows, days, only)
+    render_cli(obj.fmt(fmt), bench_cli(Path(obj.lakehouse.settings.project), obj.spark_master, rounds, rows, days, only))
+
+
+def render_cli(fmt: str, doc: dict[str, Any]) -> None:
+    """``bench cli``'s figures: a text table (a row a command, its goal and verdict), JSON, or CSV
+    (a row a command)."""
+    from lakehouse.output import text_table
 
     def text() -> None:
         def cell(v: float | None) -> str:
             return "" if v is None else f"{v:.2f}"
 
+        def goal(r: dict[str, Any]) -> str:
+            if r["goal_server_s"] is None and r["goal_no_server_s"] is None:
+                return ""
+            return " / ".join(cell(g) or "-" for g in (r["goal_server_s"], r["goal_no_server_s"]))
+
         text_table(("command", "server s", "no server s", "duckdb s", "goal (server / none)", "met"),
-                   ([r["command"], cell(r["server_s"]), cell(r["no_server_s"]), cell(r["duckdb_s"]),
-                     " / ".join(cell(g) or "-" for g in (r["goal_server_s"], r["goal_no_server_s"]))
-                     if r["goal_server_s"] or r["goal_no_server_s"] else "",
-                     "yes" if r["met"] else "NO"] for r in doc["commands"]),
+                   ([r["command"], cell(r["server_s"]), cell(r["no_server_s"]), cell(r["duckdb_s"]), goal(r),
+                     ("yes" if r["met"] else "NO") if goal(r) else ""] for r in doc["commands"]),
                    right={"server s", "no server s", "duckdb s"},
                    title=f"{doc['rounds']} run(s) each, median; server start {doc['server_start_s']:.1f} s")
         click.echo(f"goals met: {doc['goals_met']} of {doc['goals']}")
 
-    emit(obj.fmt(fmt), doc, text, table="commands", keys=("command",))
+    emit(fmt, doc, text, table="commands", keys=("command",))
