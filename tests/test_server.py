@@ -150,14 +150,13 @@ def test_a_bad_remote_is_one_error_line():
 SAME_JSON = (
     ("migrate",),
     ("load", "trips", "{data}"),
-    ("tables",),
-    ("rejects", "trips"),
     ("query", "SELECT trip_id, status, fare_total FROM trips ORDER BY trip_id", "--engine", "spark"),
     ("archive", "trips", "--now", "2026-11-23T00:00:00Z"),
     ("query", "SELECT event_date, count(*) AS n FROM trips GROUP BY 1 ORDER BY 1", "--engine", "spark"),
     ("verify", "trips"),
-    ("optimize", "trips", "--dry-run"),
 )
+"""Commands whose work runs on Spark (``tables``, ``rejects`` and the plans answer from Delta's
+log without it, the same code either way: tests/test_no_spark.py)."""
 VARYING = ("seconds", "ms", "at", "started", "finished", "load_id", "source", "path", "staging", "duration")
 
 

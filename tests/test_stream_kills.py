@@ -41,9 +41,10 @@ import pytest
 
 from lakehouse import delta_log
 from lakehouse.ingest.producer import to_micros
+from lakehouse.spark import fence
 from lakehouse.stream.engine import describe
 from lakehouse.stream.store import StreamStore
-from tests.conftest import CLICKS, FAST_JVM, REPO, Project
+from tests.conftest import CLICKS, FAST_JVM, REPO, Project, suite_server
 from tests.stream_reference import RefError, RefStream, mx
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -232,6 +233,9 @@ class Workers:
 
     def __init__(self, log_dir: str) -> None:
         self.log_dir = log_dir
+        self.remote = None if os.environ.get("LAKEHOUSE_TESTS_OWN_SPARK") == "1" else suite_server()
+        """The suite's Spark Connect server the workers use (None: a Spark of their own each,
+        LAKEHOUSE_TESTS_OWN_SPARK=1)."""
         self.n = 0
         self.current: subprocess.Popen[bytes] | None = None
         self.lines: Lines | None = None
@@ -240,6 +244,8 @@ class Workers:
     def _start(self) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
         env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM, PYTHONPATH=str(REPO))
+        if self.remote is not None:
+            env["LAKEHOUSE_REMOTE"] = self.remote
         self.n += 1
         err = open(os.path.join(self.log_dir, f"worker-{self.n}.log"), "w")  # noqa: SIM115 - the child's
         return subprocess.Popen([sys.executable, "-m", "tests.kill_worker"], cwd=REPO, env=env,
@@ -475,6 +481,8 @@ def run_killed(p: Project, op: Op, now: int, ref: RefStream, books: Books, worke
         check(p, ref, books, now, where)
         return 0
     kill_group(proc)
+    if workers.remote is not None:  # its jobs still running on the server end now, as the next command's fence ends them
+        fence.fence(workers.remote)
     after = state_key(p)
     saved = {k: v for k, v in after.items() if k not in ("release", "pending")} != \
         {k: v for k, v in before.items() if k not in ("release", "pending")}
