@@ -56,12 +56,13 @@ def repo_project(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def running(tmp_path_factory):
     """A project with its own server, started with ``lakehouse server start`` (stopped at the end)."""
-    root = repo_project(tmp_path_factory.mktemp("served") / "proj")
+    root = repo_project(tmp_path_factory.mktemp("served") / "my proj")  # a space: Spark splits JVM options
     p = lakehouse(root, "server", "start", "--format", "json", env={"LAKEHOUSE_MASTER": "local[1]"})
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     yield root, doc
-    lakehouse(root, "server", "stop")
+    assert lakehouse(root, "server", "stop").returncode == 0
+    assert not (root / ".lakehouse" / "tmp").exists()  # its scratch went with it
 
 
 def test_start_records_the_server_privately_and_status_says_commands_use_it(running):
@@ -71,6 +72,8 @@ def test_start_records_the_server_privately_and_status_says_commands_use_it(runn
     assert rec is not None and rec.pid == doc["pid"] and rec.warehouse == str(root / "warehouse")
     assert stat.S_IMODE(os.stat(root / ".lakehouse").st_mode) == 0o700
     assert stat.S_IMODE(os.stat(root / ".lakehouse" / "server.json").st_mode) == 0o600
+    # the JVM's scratch (Spark's local dirs, session artifacts) is in the private folder, not /tmp
+    assert any(d.name.startswith(("spark-", "blockmgr-", "artifacts-")) for d in (root / ".lakehouse" / "tmp").iterdir())
     assert rec.token and rec.token not in doc["address"] and rec.token not in json.dumps(doc)
     st = lakehouse(root, "server", "status", "--format", "json")
     assert st.returncode == 0, st.stderr

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse import crashpoints, delta_log
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError, first_line
+from lakehouse.ingest import stage_local
 from lakehouse.ingest.blocks import Block, plan_file
 from lakehouse.ingest.parse import parse_block, unexpected
 from lakehouse.ingest.state import (
@@ -334,41 +335,27 @@ class BatchRunner:
         return blocks
 
     def _stage(self, batch: Batch, blocks: list[Block], staging: str, manifest_path: str) -> dict[str, Any]:
-        """Parse the batch's blocks with Spark tasks into staging; the manifest of what they hold."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        spark = self.spark_factory()
+        """Parse the batch's blocks into staging (a small batch in this process, others with Spark
+        tasks); the manifest of what they hold."""
         remove_tree(staging)
-        definition = self.definition
-        schema = from_arrow_schema(block_schema(definition))
-
-        def parse(group: list[Block]) -> Any:
-            for block in group:
-                yield from parse_block(definition, block)
-
-        groups = pack_blocks(blocks, definition.ingest.block_size, parallelism(spark))
-        crashpoints.kill_later("ingest_during_staging", 0.5)
-        per_item(spark, groups, parse, schema).write.mode("overwrite").parquet(join(staging, "rows"))
+        if stage_local.stageable(blocks):
+            stats = stage_local.stage(self.definition, blocks, staging)
+        else:
+            stats = self._stage_with_spark(blocks, staging)
         crashpoints.reached("ingest_after_staging")
-        stats = (
-            self._staged(spark, staging)
-            .groupBy(FILE_COLUMN, KIND_COLUMN, F.to_date(F.col(definition.event_time)).alias("day"))
-            .agg(F.count(F.lit(1)).alias("n"), F.min(REASON_COLUMN).alias("reason"))
-            .collect()
-        )
         files: dict[str, dict[str, Any]] = {str(i): {"good": 0, "rejected": 0, "error": None}
                                             for i in range(len(batch.files))}
         days: set[str] = set()
-        for r in stats:
-            f = files[str(r[FILE_COLUMN])]
-            if r[KIND_COLUMN] == GOOD:
-                f["good"] += r["n"]
-                f.setdefault("days", []).append(r["day"].isoformat())
-            elif r[KIND_COLUMN] == REJECT:
-                f["rejected"] += r["n"]
-            elif r[KIND_COLUMN] == FILE_ERROR:
-                f["error"] = f["error"] or r["reason"]
+        for file, kind, day, n, reason in stats:
+            f = files[str(file)]
+            if kind == GOOD:
+                f["good"] += n
+                if day is not None:  # a good row always has its event time
+                    f.setdefault("days", []).append(day.isoformat())
+            elif kind == REJECT:
+                f["rejected"] += n
+            elif kind == FILE_ERROR:
+                f["error"] = f["error"] or reason
         for f in files.values():
             if not f["error"]:
                 days.update(f.get("days", []))
@@ -383,6 +370,28 @@ class BatchRunner:
         }
         write_json(manifest_path, manifest)
         return manifest
+
+    def _stage_with_spark(self, blocks: list[Block], staging: str) -> list[tuple[int, int, Any, int, str | None]]:
+        """Parse the blocks with Spark tasks into staging; per (file, kind, day) the count and reason."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        spark = self.spark_factory()
+        definition = self.definition
+        schema = from_arrow_schema(block_schema(definition))
+
+        def parse(group: list[Block]) -> Any:
+            for block in group:
+                yield from parse_block(definition, block)
+
+        groups = pack_blocks(blocks, definition.ingest.block_size, parallelism(spark))
+        crashpoints.kill_later("ingest_during_staging", 0.5)
+        per_item(spark, groups, parse, schema).write.mode("overwrite").parquet(join(staging, "rows"))
+        return [(r[FILE_COLUMN], r[KIND_COLUMN], r["day"], r["n"], r["reason"]) for r in (
+            self._staged(spark, staging)
+            .groupBy(FILE_COLUMN, KIND_COLUMN, F.to_date(F.col(definition.event_time)).alias("day"))
+            .agg(F.count(F.lit(1)).alias("n"), F.min(REASON_COLUMN).alias("reason"))
+            .collect())]
 
     def _staged(self, spark: "SparkSession", staging: str) -> "DataFrame":
         return spark.read.parquet(join(staging, "rows"))

@@ -271,7 +271,14 @@ def serve(project: str, warehouse: str, master: str, port: int) -> None:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    spark = get_spark(master, extra_conf=connect_conf(port))
+    # the JVM's scratch (Spark's local dirs, session artifacts) in the project's private folder,
+    # emptied on each start: a server killed outright leaves nothing behind in the system's /tmp
+    scratch = Path(project) / FOLDER / "tmp"
+    storage.remove_tree(str(scratch))
+    scratch.mkdir(mode=0o700, parents=True)
+    quoted = '"' + str(scratch).replace("\\", "\\\\").replace('"', '\\"') + '"'  # Spark splits options like a shell
+    spark = get_spark(master, java_options=f"-Djava.io.tmpdir={quoted}",
+                      extra_conf={**connect_conf(port), "spark.local.dir": str(scratch)})
     deadline = time.monotonic() + 60
     while not _answers(port):
         if time.monotonic() > deadline:
@@ -294,6 +301,7 @@ def serve(project: str, warehouse: str, master: str, port: int) -> None:
         if current is not None and current.pid == os.getpid():
             path.unlink(missing_ok=True)
         spark.stop()
+        storage.remove_tree(str(scratch))
         print("lakehouse: Spark Connect server stopped", flush=True)
 
 
