@@ -34,12 +34,12 @@ def test_the_tour_names_real_commands_and_every_goal_is_issue_25s() -> None:
 
     from lakehouse.cli import cli
 
-    for c in tour("2026-11-18", "2026-11-20T10:00:00Z"):
+    for c in tour("2026-11-18", "2026-11-20T10:00:00Z", "2026-11-20T10:05:00Z"):
         for argv in filter(None, (c.argv, c.duckdb)):
             args = ["x.csv" if a == "{load}" else a for a in argv]
             r = CliRunner().invoke(cli, [*args, "--help"])
             assert r.exit_code == 0, (c.name, r.output)
-    goals = {c.name: (c.goal_server, c.goal_alone) for c in tour("2026-11-18", "2026-11-20T10:00:00Z")}
+    goals = {c.name: (c.goal_server, c.goal_alone) for c in tour("2026-11-18", "2026-11-20T10:00:00Z", "2026-11-20T10:05:00Z")}
     for name in ("query", "load (one file)", "archive (nothing to do)", "check", "verify"):
         assert goals[name] == (3, None)
     for name in ("tables", "stream", "rejects", "archive --dry-run", "optimize --dry-run", "vacuum --dry-run",

@@ -42,9 +42,10 @@ class Command:
     duckdb: tuple[str, ...] | None = None
 
 
-def tour(day: str, now: str) -> list[Command]:
+def tour(day: str, now: str, as_of: str) -> list[Command]:
     """README's tour on the example project: ``day`` an archived day, ``now`` the instant of the
-    setup's archive run (an archive run at it again has nothing to do)."""
+    setup's archive run (an archive run at it again has nothing to do), ``as_of`` an instant
+    after the setup (a time-travel query reads the tables as they were then)."""
     return [
         Command("tables", ("tables",), 1, 1),
         Command("stream", ("stream", "driver_pings"), 1, 1),
@@ -61,8 +62,8 @@ def tour(day: str, now: str) -> list[Command]:
         Command("lookup", ("lookup", "trips", "--day", day, "--where", "city_id=5")),
         Command("load (one file)", ("load", "trips", "{load}"), 3),
         Command("query", ("query", QUERY), 3, None, ("query", QUERY, "--engine", "duckdb")),
-        Command("query --as-of", ("query", "SELECT count(*) FROM trips", "--as-of", now), None, None,
-                ("query", "SELECT count(*) FROM trips", "--as-of", now, "--engine", "duckdb")),
+        Command("query --as-of", ("query", "SELECT count(*) FROM trips", "--as-of", as_of), None, None,
+                ("query", "SELECT count(*) FROM trips", "--as-of", as_of, "--engine", "duckdb")),
         Command("archive (nothing to do)", ("archive", "trips", "--now", now), 3),
         Command("check", ("check", "trips"), 3),
         Command("verify", ("verify",), 3),
@@ -108,9 +109,9 @@ class Scratch:
         return str(path)
 
 
-def _setup(s: Scratch, rows: int, days: int) -> tuple[str, str]:
+def _setup(s: Scratch, rows: int, days: int) -> tuple[str, str, str]:
     """The example tables created, the demo's trips loaded and archived, one producer's pings in
-    the stream. Returns an archived day and the archive run's instant."""
+    the stream. Returns an archived day, the archive run's instant and the instant after it all."""
     from lakehouse.demo import generate
 
     end = dt.datetime.now(UTC).date() - dt.timedelta(days=1)
@@ -127,7 +128,8 @@ def _setup(s: Scratch, rows: int, days: int) -> tuple[str, str]:
         f"{(start + dt.timedelta(seconds=20 * k)).isoformat().replace('+00:00', 'Z')}\n" for k in range(60)))
     s.run(("producer", "driver_pings", "gw-eu", "attach", "--bound", start.isoformat().replace("+00:00", "Z")))
     s.run(("producer", "driver_pings", "gw-eu", "insert", str(pings)))
-    return (end - dt.timedelta(days=1)).isoformat(), now_text
+    as_of = dt.datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (end - dt.timedelta(days=1)).isoformat(), now_text, as_of
 
 
 def _median(s: Scratch, argv: Sequence[str], rounds: int) -> float:
@@ -149,8 +151,7 @@ def bench_cli(project: Path, master: str, rounds: int = 3, rows: int = 20_000, d
         s = Scratch(project, Path(tmp), master)
         server_start, _ = s.run(("server", "start"))
         try:
-            day, now = _setup(s, rows, days)
-            commands = tour(day, now)
+            commands = tour(*_setup(s, rows, days))
             unknown = set(only) - {c.name for c in commands}
             if unknown:
                 raise LakehouseError(f"bench cli: unknown command(s) {sorted(unknown)}; "
