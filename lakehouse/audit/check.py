@@ -75,6 +75,8 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
     if scope not in SCOPES:
         raise LakehouseError(f"check {source.name}: --scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     d = source.definition
+    if d.quality:
+        gx.preload()  # GE's imports run while Spark answers the invariants
     report = Report(d.name, scope, day, uuid.uuid4().hex[:12], dt.datetime.now(UTC))
     v = Verifier(spark, source)  # one pair of pinned snapshots for the row and the file checks
     v.days = {day} if day else None

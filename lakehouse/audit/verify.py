@@ -11,6 +11,7 @@ not hold; the detail names it.
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,10 @@ from lakehouse.sql import duck_ident, literal_body, spark_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+SPARK_QUERIES_AT_ONCE = 4
+"""Spark queries of the engine checks in flight at once."""
 
 
 @dataclass
@@ -146,10 +151,24 @@ class Verifier:
             f"delta_scan('{literal_body(p.archive)}', version => {arch_snap.version})"
         )
         out = []
-        for name, (sql, invariant) in engine_queries(d, archive_view, stored_view).items():
+        queries = engine_queries(d, archive_view, stored_view)
+        # Spark's answers are asked for all at once (each small query is mostly fixed latency,
+        # a Connect round trip and a job's start) while DuckDB answers here in turn
+        with ThreadPoolExecutor(max_workers=SPARK_QUERIES_AT_ONCE) as pool:
+            on_spark = {name: pool.submit(lambda q: self.spark.sql(q).toArrow(), sql)
+                        for name, (sql, _) in queries.items()}
+            on_duck: dict[str, Any] = {}
+            for name, (sql, _) in queries.items():
+                try:
+                    on_duck[name] = con.execute(duck.transpile(sql)).fetch_arrow_table()
+                except Exception as e:  # noqa: BLE001 - a failing check is a result, not a crash
+                    on_duck[name] = e
+        for name, (_, invariant) in queries.items():
             try:
-                s = self.spark.sql(sql).toArrow()
-                k = con.execute(duck.transpile(sql)).fetch_arrow_table()
+                s = on_spark[name].result()
+                k = on_duck[name]
+                if isinstance(k, Exception):
+                    raise k
             except Exception as e:  # noqa: BLE001 - a failing check is a result, not a crash
                 out.append(Check(d.name, name, False, f"could not run: {first_line(e)}"))
                 continue

@@ -27,6 +27,26 @@ SITE = "lakehouse"
 SAMPLE = 5
 
 
+def preload() -> None:
+    """Start importing Great Expectations in a background thread (about 3 s of Python imports) so
+    that a command's Spark work before its validation runs meanwhile; ``validate`` then finds it
+    imported, or waits for the rest of it (Python's import lock)."""
+    import sys
+    import threading
+
+    if "great_expectations" in sys.modules:
+        return
+
+    def load() -> None:
+        try:
+            import great_expectations  # noqa: F401
+            from great_expectations.checkpoint import UpdateDataDocsAction  # noqa: F401
+        except Exception:  # noqa: BLE001 - validate imports it again and reports the problem
+            pass
+
+    threading.Thread(target=load, name="lakehouse-gx-import", daemon=True).start()
+
+
 def quality_root(warehouse: str) -> str:
     """GE's project and Data Docs: in the warehouse when it is a local folder; for an object
     store, in a local folder per warehouse (GE's file project needs a local path)."""
