@@ -61,22 +61,23 @@ event_time: at
 # start heaviest first: a heavy scope started last is the whole run's tail. (xdist's loadgroup
 # cannot do this: it renames tests, which pytest 9.2 no longer takes.)
 APART = (
-    "tests/test_archive_safety.py::test_a_backfill_of_1200_days_archives_purges_and_archives_again",
+    "tests/test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again",
     "tests/test_stream_kills.py::test_random_kills_lose_and_double_nothing[",
 )
 SCOPE_SECONDS = {
-    "test_archive_safety.py": 280, "test_stream_crash.py": 430, "test_jobs_processes.py": 420,
-    "test_archive_safety.py::test_a_backfill_of_1200_days_archives_purges_and_archives_again": 290,
-    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[302]": 130,
-    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[304]": 90,
-    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[301]": 75,
-    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[303]": 75,
-    "test_archive_crash.py": 230, "test_stream.py": 210, "test_query_parity.py": 160, "test_ingest_crash.py": 160,
-    "test_ingest.py": 150, "test_archive_memory.py": 150, "test_jobs.py": 150, "test_notebooks.py": 140,
-    "test_quality.py": 115, "test_query.py": 100, "test_load_crash.py": 100, "test_archive.py": 95,
-    "test_time_travel.py": 75, "test_live.py": 65, "test_delta_log.py": 65, "test_cli.py": 65, "test_load.py": 55,
-    "test_ledger.py": 50, "test_stream_interleavings.py": 40, "test_lateness_e2e.py": 30, "test_stream_model.py": 30,
-    "test_server.py": 150, "test_format_contract.py": 130, "test_no_spark.py": 90, "test_tour.py": 60, "test_bench_cli.py": 60,
+    "test_archive_safety.py": 275, "test_stream_crash.py": 275, "test_jobs_processes.py": 305,
+    "test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again": 80,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[302]": 50,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[304]": 66,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[301]": 62,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[303]": 40,
+    "test_archive_crash.py": 160, "test_stream.py": 100, "test_query_parity.py": 120, "test_ingest_crash.py": 55,
+    "test_ingest.py": 75, "test_archive_memory.py": 110, "test_jobs.py": 190, "test_notebooks.py": 125,
+    "test_quality.py": 105, "test_query.py": 45, "test_load_crash.py": 25, "test_archive.py": 175,
+    "test_time_travel.py": 85, "test_live.py": 70, "test_delta_log.py": 55, "test_cli.py": 50, "test_load.py": 60,
+    "test_ledger.py": 60, "test_stream_interleavings.py": 50, "test_lateness_e2e.py": 20, "test_stream_model.py": 15,
+    "test_server.py": 220, "test_format_contract.py": 55, "test_no_spark.py": 30, "test_tour.py": 50,
+    "test_bench_cli.py": 45,
 }
 """Seconds each scope took in a `make test` of two workers on this machine (the order they start
 in; an unlisted scope is light and starts after these)."""
@@ -229,9 +230,12 @@ def _suite_server() -> str:
 def needs_own_spark(crash: str | None) -> bool:
     """A process killed at a ``*during*`` point (a timer inside a Spark job, or a point inside a
     Spark task) runs its own Spark: on a server that job would go on after the kill, and a task's
-    environment is the server's. A point between two steps is the same crash either way.
-    LAKEHOUSE_TESTS_OWN_SPARK=1 gives every such process a Spark of its own (as before servers)."""
-    return (crash is not None and "during" in crash) or os.environ.get("LAKEHOUSE_TESTS_OWN_SPARK") == "1"
+    environment is the server's. A point between two steps is the same crash either way, and so
+    is ``ingest_during_staging`` for the tests' small batches: the command stages them itself
+    (``ingest.stage_local``), the point is in its own process. LAKEHOUSE_TESTS_OWN_SPARK=1 gives
+    every such process a Spark of its own (as before servers)."""
+    in_spark = crash is not None and "during" in crash and crash != "ingest_during_staging"
+    return in_spark or os.environ.get("LAKEHOUSE_TESTS_OWN_SPARK") == "1"
 
 
 def cli(p: "Project", *args: str, crash: str | None = None, env: dict[str, str] | None = None,

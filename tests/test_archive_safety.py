@@ -277,16 +277,16 @@ def test_staged_rows_are_checked_against_the_plan():
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_a_backfill_of_1200_days_archives_purges_and_archives_again(project, spark):
-    """Years of history in one run: day predicates of several IN lists (500 days each), one
-    vector run per day, the purge and a second run merging late rows into old days. (3,000 days
-    and more: ``lakehouse bench backfill``.)"""
+def test_a_backfill_of_600_days_archives_purges_and_archives_again(project, spark):
+    """Years of history in one run: every step over 600 days at once (one vector run per day),
+    the purge and a second run merging late rows into old days. (Day predicates of many IN lists:
+    ``test_day_predicates_stay_shallow_and_exact``; 2,500 days and more: ``lakehouse bench backfill``.)"""
     from lakehouse import delta_log
     from lakehouse.archive import vectors
     from lakehouse.bench.workload import BENCH_TABLE, generate_live
 
     p = project.table(BENCH_TABLE).create("bench")
-    days, rows = 1200, 2400
+    days, rows = 600, 1200
     today = dt.datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start = today - dt.timedelta(days=days + 2)
     generate_live(spark, p.lh.paths("bench").live, rows, start, days)

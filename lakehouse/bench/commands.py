@@ -147,16 +147,15 @@ def bench_cli(project: Path, master: str, rounds: int = 3, rows: int = 20_000, d
     commands to those names."""
     if rounds < 1:
         raise LakehouseError(f"bench cli: --rounds must be at least 1, got {rounds}")
+    known = [c.name for c in tour("", "", "")]
+    unknown = sorted(set(only) - set(known))
+    if unknown:  # before anything starts
+        raise LakehouseError(f"bench cli: unknown command(s) {unknown}; known: {known}")
     with tempfile.TemporaryDirectory(prefix="lakehouse-bench-cli-") as tmp:
         s = Scratch(project, Path(tmp), master)
         server_start, _ = s.run(("server", "start"))
         try:
-            commands = tour(*_setup(s, rows, days))
-            unknown = set(only) - {c.name for c in commands}
-            if unknown:
-                raise LakehouseError(f"bench cli: unknown command(s) {sorted(unknown)}; "
-                                     f"known: {[c.name for c in commands]}")
-            commands = [c for c in commands if not only or c.name in only]
+            commands = [c for c in tour(*_setup(s, rows, days)) if not only or c.name in only]
             with_server = {c.name: _median(s, c.argv, rounds) for c in commands}
             duckdb = {c.name: _median(s, c.duckdb, rounds) for c in commands if c.duckdb}
         finally:
