@@ -404,7 +404,7 @@ def pack_blocks(blocks: list[Block], block_size: int, parallelism: int) -> list[
     """Group blocks into Spark tasks, in order: a full-size block (a piece of a big file) is a
     task of its own; small files share a task up to about ``block_size`` bytes, but never in
     fewer tasks than there are cores while there are blocks to spread."""
-    sizes = [_block_bytes(b) for b in blocks]
+    sizes = [b.nbytes for b in blocks]
     total = sum(sizes)
     target = max(1, min(block_size, -(-total // max(1, parallelism))))
     groups: list[list[Block]] = []
@@ -419,13 +419,4 @@ def pack_blocks(blocks: list[Block], block_size: int, parallelism: int) -> list[
     if current:
         groups.append(current)
     return groups
-
-
-def _block_bytes(b: Block) -> int:
-    if b.whole or b.format == "parquet":
-        try:
-            return os.path.getsize(b.path)
-        except OSError:
-            return 1
-    return max(1, b.end - b.start)
 

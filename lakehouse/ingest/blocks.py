@@ -57,6 +57,17 @@ class Block:
         """Whether the block is the whole file, read as a stream (a gzip file)."""
         return self.end < 0
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes the block reads (at least 1): its range of a text file, or the whole file
+        (a compressed stream, a Parquet file); 1 when the file cannot be seen (its parser says why)."""
+        if self.whole or self.format == "parquet":
+            try:
+                return max(1, os.path.getsize(self.path))
+            except OSError:
+                return 1
+        return max(1, self.end - self.start)
+
 
 def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: int, file_index: int) -> list[Block]:
     """Cut one file into blocks; InputError for a problem with the whole file found up front

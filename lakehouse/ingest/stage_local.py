@@ -12,7 +12,6 @@ through Spark either way). It also keeps a small local file off executors that c
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections import Counter
 from collections.abc import Iterator
 
@@ -30,16 +29,8 @@ SMALL_BATCH_BYTES = 1 << 20
 
 
 def stageable(blocks: list[Block]) -> bool:
-    """True when every block is a local file (or a file error) and all together are small."""
-    total = 0
-    for b in blocks:
-        if b.error:
-            continue
-        try:
-            total += os.path.getsize(b.path) if (b.whole or b.format == "parquet") else b.end - b.start
-        except OSError:
-            return False  # gone or unreadable: let the parser in Spark report it as it always does
-    return total <= SMALL_BATCH_BYTES
+    """True when the blocks read at most ``SMALL_BATCH_BYTES`` together."""
+    return sum(b.nbytes for b in blocks) <= SMALL_BATCH_BYTES
 
 
 def _batches(definition: TableDefinition, blocks: list[Block]) -> Iterator[pa.RecordBatch]:
