@@ -233,19 +233,16 @@ class Lakehouse:
         return lookup(d, self.paths(table), day, parse_where(d, where))
 
     def verify(self, table: str | None = None) -> list[Check]:
-        """Checks on both engines, compared (see lakehouse.audit.verify)."""
-        from lakehouse.audit.verify import Verifier
+        """Checks on both engines, compared (see lakehouse.audit.verify); with ``table``, that
+        table's and the saved queries that read it."""
+        from lakehouse.audit.verify import query_tables, verify
 
         defs = self.definitions()
         if table is not None:
-            defs = {table: self.definition(table)}
-        out: list[Check] = []
-        for src in sources(self.settings.warehouse, defs):
-            out.extend(Verifier(self.spark(), src).run())
-        from lakehouse.audit.verify import saved_query_checks
-
-        out.extend(saved_query_checks(self, table))
-        return out
+            self.definition(table)
+        saved = [(q.path.name, q.sql) for q in self.saved_queries()
+                 if table is None or table.lower() in query_tables(q.sql)]
+        return verify(self.spark(), sources(self.settings.warehouse, defs), None if table is None else [table], saved)
 
     # -- quality --------------------------------------------------------------------------
 
@@ -387,9 +384,25 @@ class Lakehouse:
         return resolve(sources(self.settings.warehouse, self.definitions()), sql, value)
 
     def compare_engines(self, sql: str) -> tuple[pa.Table, pa.Table, compare_mod.Comparison]:
-        """Run SQL on both engines and compare the JSON they print (see compare.compare_json)."""
-        s = self.query(sql, "spark")
-        d = self.query(sql, "duckdb")
+        """Run SQL on both engines, on the same pinned snapshots of every table (live read first)
+        and the same watermarks, and compare the JSON they print (see compare.compare_json)."""
+        from lakehouse.query import duckdb as duck
+        from lakehouse.query import spark as spark_engine
+        from lakehouse.query.split import current
+        from lakehouse.stream.engine import watermarks
+
+        definitions = self.definitions()
+        tables = sources(self.settings.warehouse, definitions)
+        if len(tables) < len(definitions):
+            _refuse_uncreated(sql, set(definitions) - {t.name for t in tables})
+        splits, marks = [current(t) for t in tables], watermarks(tables)
+        con = duck.connect()
+        duck.register_splits(con, splits, marks)
+        duck.sandbox(con, tables)
+        spark = self.spark()
+        spark_engine.register_splits(spark, splits, marks)
+        s = spark_engine.run_on_views(spark, sql)
+        d = duck.run_on_views(con, tables, sql)
         return s, d, compare_mod.compare_json(s, d)
 
     def saved_queries(self) -> list[SavedQuery]:

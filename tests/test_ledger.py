@@ -16,8 +16,8 @@ import pytest
 from lakehouse import delta_log, faults
 from lakehouse.archive import ledger as L
 from lakehouse.archive import ledger_table
-from lakehouse.archive.state import read_snapshot
-from lakehouse.audit.verify import Verifier
+from lakehouse.archive.state import current_snapshot, read_snapshot
+from lakehouse.audit.verify import ledger_check as verify_ledger
 from lakehouse.errors import ConservationError
 from lakehouse.query import TableSource
 from tests.conftest import TRIPS_SMALL
@@ -45,8 +45,7 @@ def rows_of(tag: str, n: int, day: dt.date) -> list[list]:
 
 def ledger_check(p):
     src = TableSource(p.lh.definition("trips"), p.lh.paths("trips"))
-    (check,) = Verifier(p.lh.spark(), src).ledger_checks()
-    return check
+    return verify_ledger(p.lh.spark(), src, current_snapshot(src.paths.archive))
 
 
 def by_day(rows):

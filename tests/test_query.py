@@ -430,13 +430,11 @@ def test_show_explain_and_extended_describe_run_on_spark_and_are_refused_on_duck
 
 @pytest.mark.spark
 def test_verify_has_a_check_per_saved_query(loaded_repo):
-    from lakehouse.audit.verify import saved_query_checks
-
     bad = loaded_repo.root / "queries" / "zz_approx.sql"
     bad.write_text("SELECT percentile_approx(duration_s, 0.5) AS p FROM trips\n")
     try:
-        checks = {c.name: c for c in saved_query_checks(loaded_repo.lh)}
-        only_clicks = saved_query_checks(loaded_repo.lh, "clicks")
+        checks = {c.name: c for c in loaded_repo.lh.verify() if c.table == "queries"}
+        only_pings = [c for c in loaded_repo.lh.verify("driver_pings") if c.table == "queries"]
     finally:
         bad.unlink()
     names = [q.path.name for q in loaded_repo.lh.saved_queries()]
@@ -445,4 +443,4 @@ def test_verify_has_a_check_per_saved_query(loaded_repo):
     assert [c.name for c in failing] == [
         "saved query zz_approx.sql gives the same answer on both engines"]
     assert "percentile_approx() is refused" in failing[0].detail
-    assert only_clicks == []  # no saved query reads clicks
+    assert only_pings == []  # no saved query reads driver_pings

@@ -119,15 +119,16 @@ def run_encodings(vectors_root: str, cutoffs: Iterable[int]) -> dict[int, Encodi
 
 
 def stale_days(vectors_root: str, want: Encoding, committed: int | None,
-               days: Iterable[dt.date] | None = None) -> dict[dt.date, str]:
+               days: Iterable[dt.date] | None = None, listed: list[VectorFile] | None = None) -> dict[dt.date, str]:
     """The one answer to "which archive days were written under other settings than ``want``",
     with why: their record order or vector set is not today's, so the next archive run re-sorts
     and re-encodes them, compaction leaves them alone and verify skips their order checks.
 
     ``days``: the archived days to judge (a day there without vector files is stale when the
     table wants vector files); by default every day that has vector files. A run's encoding comes
-    from its sidecar, or else from the metadata of one of the day's files."""
-    files, _ = list_files(vectors_root)
+    from its sidecar, or else from the metadata of one of the day's files. ``listed``: the
+    folder's files when the caller listed them already (``list_files``)."""
+    files = listed if listed is not None else list_files(vectors_root)[0]
     runs = day_runs(files, committed)
     by_run = run_encodings(vectors_root, set(runs.values()))
     one_file = {f.day: f for f in files if runs.get(f.day) == f.cutoff}

@@ -3,7 +3,7 @@
 A run pins the table's snapshots (live first, as queries do), builds the rows of its scope
 (``all``: the split view, each row once; ``live`` or ``archive``: that table), runs the row
 invariants (quality.invariants) and the archive's file checks (sorted days, vector files; from
-lakehouse.audit.verify), then the ``quality:`` expectations through Great Expectations, and appends
+lakehouse.audit.files), then the ``quality:`` expectations through Great Expectations, and appends
 every result to ``<warehouse>/_quality/results`` (``check --history``).
 
 ``quality.gate`` runs the same on the staged day batches of an archive run, before its commit
@@ -26,7 +26,7 @@ from lakehouse.quality.results import record
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.audit.verify import Check
+    from lakehouse.audit.files import Check
     from lakehouse.query import TableSource
     from lakehouse.query.split import Split
 
@@ -70,7 +70,8 @@ def _views(spark: "SparkSession", source: "TableSource", split: "Split", scope: 
 def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str = "all",
         day: dt.date | None = None, docs: bool = True, trigger: str = "check") -> Report:
     """Every check of one table in ``scope`` (and on ``day``), recorded; see the module doc."""
-    from lakehouse.audit.verify import Verifier
+    from lakehouse.audit.files import ArchiveFiles
+    from lakehouse.query.split import current
 
     if scope not in SCOPES:
         raise LakehouseError(f"check {source.name}: --scope must be one of {', '.join(SCOPES)}, got {scope!r}")
@@ -78,14 +79,14 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
     if d.quality:
         gx.preload()  # GE's imports run while Spark answers the invariants
     report = Report(d.name, scope, day, uuid.uuid4().hex[:12], dt.datetime.now(UTC))
-    v = Verifier(spark, source)  # one pair of pinned snapshots for the row and the file checks
-    v.days = {day} if day else None
-    names, rows, report.versions = _views(spark, source, v.split, scope, day)
+    split = current(source)  # one pair of pinned snapshots (live first) for the row and the file checks
+    names, rows, report.versions = _views(spark, source, split, scope, day)
     try:
         report.checks += run_invariants(spark, d, names["view"], None if scope == "live" else names["archive"],
                                          names["stored"])
         if scope != "live":
-            for c in [*v.sorted_checks(), *v.vector_checks()]:
+            files = ArchiveFiles(source, split.archive, days={day} if day else None)
+            for c in [files.sorted_check(), files.vector_check()]:
                 report.checks.append(_from_verify(c))
         report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.{scope}", f"tables/{d.name}.yaml",
                                      docs=docs)

@@ -359,16 +359,16 @@ class Compaction:
             if n0 != n1:
                 raise LakehouseError(f"compaction of {self.definition.name}/archive: day {day} holds {n1} rows "
                                      f"after the rewrite, {n0} before; check the table with lakehouse verify")
-        from lakehouse.audit.verify import unsorted_day
+        from lakehouse.audit.files import unsorted_days
+        from lakehouse.delta_log import file_uri
 
-        for day in days:
-            base = self.paths.archive.rstrip("/")
-            files = [f.path if f.path.startswith("/") or "://" in f.path else f"{base}/{f.path}"
-                     for f in after.get(day, [])]
-            problem = unsorted_day(self.definition, files)
-            if problem:
-                raise LakehouseError(f"compaction of {self.definition.name}/archive: day {day}: {problem}; "
-                                     "check the table with lakehouse verify")
+        files = {day: [file_uri(self.paths.archive, f.path) for f in after.get(day, [])] for day in days}
+        problems = unsorted_days(self.definition, files, day_rows={day: sum(f.rows for f in after.get(day, []))
+                                                                   for day in days})
+        if problems:
+            day = min(problems)
+            raise LakehouseError(f"compaction of {self.definition.name}/archive: day {day}: {problems[day]}; "
+                                 "check the table with lakehouse verify")
 
 
 def run_optimize(spark_factory: Any, warehouse: str, definition: TableDefinition, day: dt.date | None = None,

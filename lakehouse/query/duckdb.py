@@ -92,17 +92,25 @@ def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = Non
     """One view per table: on the tables' current snapshots (live read first), or on the
     versions ``as_of`` pinned (then only those)."""
     from lakehouse.query.split import current
-    from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
+    from lakehouse.stream.engine import watermarks
 
     if as_of is not None:
-        for s in as_of.splits:
-            con.execute(f"CREATE OR REPLACE VIEW {duck_ident(s.name)} AS {view_sql(s)}")
+        register_splits(con, list(as_of.splits), None)
         return
-    for t in tables:
-        con.execute(f"CREATE OR REPLACE VIEW {duck_ident(t.name)} AS {view_sql(current(t))}")
-    con.register("_lh_watermarks", watermarks(tables))
-    con.execute(f"CREATE OR REPLACE TABLE {duck_ident(WATERMARK_VIEW)} AS SELECT * FROM _lh_watermarks")
-    con.unregister("_lh_watermarks")
+    register_splits(con, [current(t) for t in tables], watermarks(tables))
+
+
+def register_splits(con: Any, splits: list[Split], watermarks: pa.Table | None) -> None:
+    """One view per split view, on its pinned versions, and the watermarks table
+    (``lakehouse.stream.engine.watermarks``) when given."""
+    from lakehouse.stream.engine import WATERMARK_VIEW
+
+    for s in splits:
+        con.execute(f"CREATE OR REPLACE VIEW {duck_ident(s.name)} AS {view_sql(s)}")
+    if watermarks is not None:
+        con.register("_lh_watermarks", watermarks)
+        con.execute(f"CREATE OR REPLACE TABLE {duck_ident(WATERMARK_VIEW)} AS SELECT * FROM _lh_watermarks")
+        con.unregister("_lh_watermarks")
 
 
 def transpile(sql: str) -> str:
@@ -166,17 +174,28 @@ def run(tables: list[TableSource], sql: str, con: Any | None = None, as_of: AsOf
     """Run one read-only Spark SQL statement on DuckDB with Spark's semantics (on the moment
     ``as_of`` pinned); Arrow out."""
     from lakehouse.query import guard
-    from lakehouse.query.dialect.conform import conform
 
     if as_of is not None:
         tables = as_of.sources()
     checked = guard.check(sql)
     if checked.kind == "describe":
         return describe(tables, checked.tree)
-    tr = translate(tables, sql)
     con = con or connect()
     register_views(con, tables, as_of)
     sandbox(con, tables)
+    return run_on_views(con, tables, sql, checked)
+
+
+def run_on_views(con: Any, tables: list[TableSource], sql: str, checked: Any = None) -> pa.Table:
+    """Run one read-only Spark SQL statement on DuckDB on the views registered already
+    (``register_splits``) of ``tables`` (``checked``: the guard's verdict, when it ran)."""
+    from lakehouse.query import guard
+    from lakehouse.query.dialect.conform import conform
+
+    checked = checked or guard.check(sql)
+    if checked.kind == "describe":
+        return describe(tables, checked.tree)
+    tr = translate(tables, sql)
     try:
         result = con.execute(tr.sql).fetch_arrow_table()
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line

@@ -62,15 +62,26 @@ def register_views(spark: SparkSession, tables: list[TableSource], as_of: AsOf |
     from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
 
     if as_of is None:
-        for t in tables:
-            frame(spark, current(spark, t)).createOrReplaceTempView(t.name)
-        spark.createDataFrame(watermarks(tables)).createOrReplaceTempView(WATERMARK_VIEW)
+        register_splits(spark, [current(spark, t) for t in tables], watermarks(tables))
         return
     pinned = {s.name for s in as_of.splits}
     for name in [t.name for t in tables if t.name not in pinned] + [WATERMARK_VIEW]:
         spark.catalog.dropTempView(name)
-    for s in as_of.splits:
-        frame(spark, s).createOrReplaceTempView(s.name)
+    register_splits(spark, list(as_of.splits), None)
+
+
+def register_splits(spark: SparkSession, splits: list[Split], watermarks: pa.Table | None) -> None:
+    """One temporary view per split view, on its pinned versions, and the watermarks view
+    (``lakehouse.stream.engine.watermarks``) when given."""
+    from lakehouse.stream.engine import WATERMARK_VIEW
+
+    try:
+        for s in splits:
+            frame(spark, s).createOrReplaceTempView(s.name)
+        if watermarks is not None:
+            spark.createDataFrame(watermarks).createOrReplaceTempView(WATERMARK_VIEW)
+    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
+        raise QueryError(f"spark: {first_line(e)}") from None
 
 
 def run(spark: SparkSession, tables: list[TableSource], sql: str, as_of: AsOf | None = None) -> pa.Table:
@@ -78,6 +89,17 @@ def run(spark: SparkSession, tables: list[TableSource], sql: str, as_of: AsOf | 
     checked = guard.check(sql)
     try:
         register_views(spark, tables, as_of)
+    except QueryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
+        raise QueryError(f"spark: {first_line(e)}") from None
+    return run_on_views(spark, sql, checked)
+
+
+def run_on_views(spark: SparkSession, sql: str, checked: guard.Checked | None = None) -> pa.Table:
+    """Run one read-only Spark SQL statement on the views registered already (``register_splits``)."""
+    checked = checked or guard.check(sql)
+    try:
         tree = parsed_plan(spark, sql)
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"spark: {first_line(e)}") from None
