@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from lakehouse import storage
 from lakehouse.archive import ledger_table, vectors
-from lakehouse.archive.order import cutoff_column, days_predicate
 from lakehouse.archive.plan import cutoff_time, date_literal
 from lakehouse.archive.state import current_snapshot
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
@@ -28,35 +27,34 @@ log = logging.getLogger(__name__)
 def purge(spark: SparkSession, definition: TableDefinition, paths: TablePaths, cutoff: int | None = None) -> int:
     """Delete from live the rows the archive holds: event time < cutoff and a (day, load)
     pair the archive's batch of that day contains. One MERGE against the small frame of
-    pairs, however many days. Idempotent; returns rows deleted."""
+    pairs, however many days, and none when no such pair is in live (rows below the cutoff
+    that wait for the next run, late ones, are not the archive's). Idempotent; returns rows
+    deleted."""
     from pyspark.sql import functions as F
+
+    from lakehouse import delta_log
 
     d = definition
     if cutoff is None:
         cutoff = current_snapshot(paths.archive).cutoff
         if cutoff is None:
             return 0
-    live = spark.read.format("delta").load(paths.live)
-    below = live.where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date())).where(
-        F.col(d.event_time) < cutoff_column(cutoff)
-    )
-    days = sorted(
-        r[PARTITION_COLUMN] for r in below.select(PARTITION_COLUMN).distinct().collect()
-    )
-    if not days:
+    # which (day, load) pairs wait below the cutoff, and which of them the archive holds: read
+    # with delta-rs (no Spark job); the MERGE below is Spark's and runs only when there is work
+    pair = f'"{PARTITION_COLUMN}" AS day, "{LOAD_COLUMN}" AS load'
+    waiting = {(r["day"], r["load"]) for r in delta_log.scan(paths.live, (
+        f'SELECT DISTINCT {pair} FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{cutoff_time(cutoff).date().isoformat()}\' '
+        f'AND "{d.event_time}" < to_timestamp_seconds({int(cutoff)})')).to_pylist()}
+    if not waiting:
         return 0
-    pairs = (
-        spark.read.format("delta")
-        .load(paths.archive)
-        .where(days_predicate(days))
-        .select(PARTITION_COLUMN, LOAD_COLUMN)
-        .distinct()
-    )
-    pair_rows = pairs.collect()  # small: loads per day
-    if not pair_rows:
+    days = ", ".join(f"DATE '{day.isoformat()}'" for day in sorted({day for day, _ in waiting}))
+    held_pairs = sorted((r["day"], r["load"]) for r in delta_log.scan(paths.archive, (
+        f'SELECT DISTINCT {pair} FROM t WHERE "{PARTITION_COLUMN}" IN ({days})')).to_pylist()
+        if (r["day"], r["load"]) in waiting)
+    if not held_pairs:
         return 0
-    source = spark.createDataFrame(pair_rows, pairs.schema)
-    held = sorted({r[PARTITION_COLUMN] for r in pair_rows})
+    source = spark.createDataFrame(held_pairs, f"`{PARTITION_COLUMN}` DATE, `{LOAD_COLUMN}` STRING")
+    held = [day for day, _ in held_pairs]
     cond = (  # the literal day range lets Delta prune live's files; the join does the rest
         f"t.`{PARTITION_COLUMN}` >= {date_literal(held[0])} AND t.`{PARTITION_COLUMN}` <= {date_literal(held[-1])} "
         f"AND t.`{PARTITION_COLUMN}` = s.`{PARTITION_COLUMN}` AND t.`{LOAD_COLUMN}` = s.`{LOAD_COLUMN}` "

@@ -28,7 +28,8 @@ Steps (crash points in brackets; a SIGKILL anywhere leaves every query exact):
    after_commit]
 5. Purge (``recover``): one MERGE deletes from live the archived rows: event time < C' and a
    (day, load) pair the archive holds (rows loaded after V carry other load ids, so they stay).
-   [after_purge]
+   The pairs live still holds are read with delta-rs first: with none (the next run's
+   recovery, late rows waiting) no Spark job runs. [after_purge]
 6. Clean (``recover``): superseded vector files and staging.
 
 A failing step is recorded in ``_state/archive-status.json`` (``lakehouse tables`` shows it); a
