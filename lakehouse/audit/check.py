@@ -43,16 +43,8 @@ def _views(spark: "SparkSession", source: "TableSource", split: "Split", scope: 
     from lakehouse.query import spark as spark_q
 
     d = source.definition
-    cols = d.visible_columns
-
-    def read(path: str, version: int) -> "DataFrame":
-        df = spark.read.format("delta").option("versionAsOf", version).load(path).select(*cols)
-        return df.where(F.col(PARTITION_COLUMN) == F.lit(day)) if day else df
-
-    live = read(source.paths.live, split.live.version)
-    arch = read(source.paths.archive, split.archive.version)
-    at = split.cutoff_time
-    arch_cut = arch.withColumn("cutoff_ts", F.lit(at).cast("timestamp") if at else F.lit(None).cast("timestamp"))
+    live, arch = spark_q.stored_frames(spark, split, day)
+    arch_cut = spark_q.with_cutoff(arch, split)
     rows = {"all": spark_q.frame(spark, split), "live": live, "archive": arch}[scope]
     if day and scope == "all":
         rows = rows.where(F.col(PARTITION_COLUMN) == F.lit(day))

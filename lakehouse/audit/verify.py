@@ -10,7 +10,7 @@ fails when the engines disagree or when an invariant does not hold; the detail n
 A run pins every table's snapshots (live first) and the watermarks once, and registers the same
 views on both engines: one Spark session, one DuckDB connection. Spark is asked everything at
 once (per table one query of the per-day figures, one of the counts, one of the ledger's
-figures; each saved query), ``SPARK_QUERIES_AT_ONCE`` in flight: each small query is mostly
+figures; each saved query), ``QUERIES_AT_ONCE`` in flight: each small query is mostly
 fixed latency. DuckDB answers the same on the calling thread meanwhile, and the file checks
 (lakehouse.audit.files) run there too. So a run's cost grows with its tables and queries, not
 with the number of days.
@@ -32,16 +32,13 @@ from lakehouse.errors import LakehouseError, first_line
 from lakehouse.query import TableSource
 from lakehouse.query.compare import compare
 from lakehouse.query.split import Split, current
+from lakehouse.spark.session import QUERIES_AT_ONCE
 from lakehouse.sql import duck_ident, literal_body, spark_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Check", "SPARK_QUERIES_AT_ONCE", "bundles", "ledger_check", "query_tables", "verify"]
-
-SPARK_QUERIES_AT_ONCE = 4
-"""Spark queries of a verify run in flight at once."""
-
+__all__ = ["Check", "bundles", "ledger_check", "query_tables", "verify"]
 
 @dataclass(frozen=True)
 class Part:
@@ -109,23 +106,16 @@ def _views(d: TableDefinition) -> tuple[str, str]:
 
 def _spark_views(spark: "SparkSession", split: Split) -> list[Callable[[], None]]:
     """Registering the table's archive and stored views on Spark (two steps, to run at once)."""
-    from pyspark.sql import functions as F
+    from lakehouse.query import spark as spark_q
 
-    d, p = split.source.definition, split.source.paths
-    archive_view, stored_view = _views(d)
-    cols = d.visible_columns
-    at = split.cutoff_time
-    cut = F.lit(at).cast("timestamp") if at is not None else F.lit(None).cast("timestamp")
-
-    def read(path: str, version: int) -> Any:
-        return spark.read.format("delta").option("versionAsOf", version).load(path).select(*cols)
+    archive_view, stored_view = _views(split.source.definition)
 
     def archive() -> None:
-        read(p.archive, split.archive.version).withColumn("cutoff_ts", cut).createOrReplaceTempView(archive_view)
+        spark_q.with_cutoff(spark_q.stored_frames(spark, split)[1], split).createOrReplaceTempView(archive_view)
 
     def stored() -> None:
-        read(p.live, split.live.version).unionByName(read(p.archive, split.archive.version)) \
-            .createOrReplaceTempView(stored_view)
+        live, arch = spark_q.stored_frames(spark, split)
+        live.unionByName(arch).createOrReplaceTempView(stored_view)
 
     return [archive, stored]
 
@@ -178,7 +168,7 @@ def verify(spark: "SparkSession", tables: list[TableSource], selected: list[str]
     marks = watermarks(tables)
     chosen = [s for s in splits if selected is None or s.name in selected]
     con = duck.connect()
-    with ThreadPoolExecutor(max_workers=SPARK_QUERIES_AT_ONCE) as pool:
+    with ThreadPoolExecutor(max_workers=QUERIES_AT_ONCE) as pool:
         views = [pool.submit(spark_q.register_splits, spark, [s], None) for s in splits]
         views.append(pool.submit(spark_q.register_splits, spark, [], marks))
         views += [pool.submit(step) for s in chosen for step in _spark_views(spark, s)]

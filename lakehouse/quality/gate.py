@@ -30,6 +30,7 @@ def run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archive
     """The row invariants over the views ``view`` (rows in scope), ``archive`` (archived rows
     with their cutoff) and ``stored`` (every stored row), as check results."""
     from lakehouse.output import json_value
+    from lakehouse.spark.session import QUERIES_AT_ONCE
 
     def one(inv: Invariant) -> CheckResult:
         try:
@@ -40,7 +41,7 @@ def run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archive
         return CheckResult(inv.name, "invariant", n == 0, observed=n, unexpected_count=n, sample=sample)
 
     # asked of Spark all at once: each is a small query, mostly fixed latency
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=QUERIES_AT_ONCE) as pool:
         return list(pool.map(one, row_invariants(d, view, archive, stored)))
 
 

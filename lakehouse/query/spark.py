@@ -49,6 +49,32 @@ def frame(spark: SparkSession, split: Split) -> DataFrame:
     return arch_df.select(*arch_cols).unionByName(live_df.select(*live_cols))
 
 
+def stored_frames(spark: SparkSession, split: Split, day: Any = None) -> tuple[DataFrame, DataFrame]:
+    """Every stored row of the split's pinned versions, as (live, archive) with the table's
+    visible columns (live rows below the cutoff included, unlike the split view); ``day``: only
+    that UTC day's."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    cols = split.source.definition.visible_columns
+
+    def read(path: str, version: int) -> DataFrame:
+        df = spark.read.format("delta").option("versionAsOf", version).load(path).select(*cols)
+        return df.where(F.col(PARTITION_COLUMN) == F.lit(day)) if day else df
+
+    return read(split.source.paths.live, split.live.version), read(split.source.paths.archive, split.archive.version)
+
+
+def with_cutoff(archive: DataFrame, split: Split) -> DataFrame:
+    """Archive rows with the committed cutoff as ``cutoff_ts`` (null before the first run): the
+    ``archive`` view of the invariants (lakehouse.quality.invariants)."""
+    from pyspark.sql import functions as F
+
+    at = split.cutoff_time
+    return archive.withColumn("cutoff_ts", F.lit(at).cast("timestamp") if at is not None else F.lit(None).cast("timestamp"))
+
+
 def current(spark: SparkSession, t: TableSource) -> Split:
     """The split view on the latest versions as Spark's Delta log sees them (live read first)."""
     live = current_snapshot(t.paths.live)

@@ -36,6 +36,11 @@ _MASTER: str | None = None
 """The process's session and what it reaches: a master URL, or a Spark Connect URL (``sc://``)."""
 
 
+QUERIES_AT_ONCE = 4
+"""Small Spark queries a command asks at once (checks, invariants): each is mostly fixed
+latency (a round trip, a job's start), so several in flight overlap it."""
+
+
 def jars_dir() -> Path:
     """Where the Makefile caches Delta's jars (override with LAKEHOUSE_JARS)."""
     cached = env("LAKEHOUSE_JARS")
