@@ -116,6 +116,7 @@ ENVIRONMENT: dict[str, str] = {
     "LAKEHOUSE_CLASS_ARCHIVE": "the Spark driver's class archive (default <venv>/share/lakehouse/spark-classes.jsa; off: none)",
     "LAKEHOUSE_SHUFFLE_PARTITIONS": "spark.sql.shuffle.partitions on a local master (default 4)",
     "LAKEHOUSE_DRIVER_MEMORY": "spark.driver.memory on a local master (default 2g)",
+    "LAKEHOUSE_SPARK_CONF": "more Spark settings, spark.KEY=VALUE separated by spaces, applied after lakehouse's own",
     "LAKEHOUSE_DEBUG": "set: an unexpected error prints its traceback instead of one line",
     "LAKEHOUSE_ARCHIVE_FLOCK": "0/false/no/off: no OS lock next to the table's lease (default on)",
     "LAKEHOUSE_ARCHIVE_LEASE_SECONDS": "how long a table's lease lasts without renewal (default 120)",
@@ -158,6 +159,18 @@ def env_flag(name: str, default: bool) -> bool:
     if raw is None:
         return default
     return raw.strip().lower() not in OFF
+
+
+def env_spark_conf() -> dict[str, str]:
+    """The Spark settings LAKEHOUSE_SPARK_CONF names (``spark.KEY=VALUE`` separated by spaces);
+    an item that is not one is refused with the variable's name and the item."""
+    conf: dict[str, str] = {}
+    for item in (env("LAKEHOUSE_SPARK_CONF") or "").split():
+        key, eq, value = item.partition("=")
+        if not eq or not key.startswith("spark.") or key == "spark." or not value:
+            raise ConfigError(f"LAKEHOUSE_SPARK_CONF: {item!r} is not spark.KEY=VALUE")
+        conf[key] = value
+    return conf
 
 
 def set_env(name: str, value: str) -> None:

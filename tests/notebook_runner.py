@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import FAST_JVM, MASTER  # the tests' small local Spark, quick-start JVM
+from tests.conftest import (  # the tests' small local Spark, quick-start JVM
+    FAST_JVM,
+    MASTER,
+    SMALL_JOBS,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -126,6 +130,7 @@ def kernel_env(tmpdir: Path) -> dict[str, str]:
     env["TMPDIR"] = str(tmpdir)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(LAKEHOUSE_MASTER=MASTER, LAKEHOUSE_JAVA_OPTS=FAST_JVM, LAKEHOUSE_SHUFFLE_PARTITIONS="2",
+               LAKEHOUSE_SPARK_CONF=SMALL_JOBS,
                PYDEVD_DISABLE_FILE_VALIDATION="1")
     return env
 

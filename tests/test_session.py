@@ -34,6 +34,32 @@ def test_small_job_settings_apply_to_local_masters_only() -> None:
     assert "spark.sql.shuffle.partitions" not in session.spark_conf("spark://127.0.0.1:7077")
 
 
+def test_spark_conf_from_the_environment_wins_and_bad_items_are_refused_by_name(monkeypatch) -> None:
+    from lakehouse.errors import ConfigError
+
+    monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", "spark.sql.shuffle.partitions=7  spark.a.b=x=y")
+    for master in ("local[2]", "spark://127.0.0.1:7077"):
+        conf = session.spark_conf(master)
+        assert conf["spark.sql.shuffle.partitions"] == "7" and conf["spark.a.b"] == "x=y"
+        assert conf["spark.sql.session.timeZone"] == "UTC"  # lakehouse's own stay
+    for bad in ("spark.sql.x", "sql.x=1", "spark.=1", "spark.x=", "=1"):
+        monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", f"spark.ok=1 {bad}")
+        with pytest.raises(ConfigError) as e:
+            session.spark_conf("local[1]")
+        assert str(e.value) == f"LAKEHOUSE_SPARK_CONF: {bad!r} is not spark.KEY=VALUE"
+    monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", "   ")
+    assert "spark.ok" not in session.spark_conf("local[1]")
+
+
+def test_jars_the_user_names_are_kept_beside_deltas() -> None:
+    delta = ["/j/delta-spark.jar", "/j/delta-storage.jar"]
+    assert session.with_jars({"a": "1"}, delta) == {"a": "1", "spark.jars": ",".join(delta)}
+    mine = {"spark.jars": "/x/hadoop-aws.jar,/j/delta-storage.jar"}
+    assert session.with_jars(mine, delta)["spark.jars"] == ",".join([*delta, "/x/hadoop-aws.jar"])
+    assert session.with_jars(mine, []) == mine
+    assert session.with_jars({"spark.jars": "", "a": "1"}, []) == {"a": "1"}
+
+
 def test_class_archive_options_follow_the_setting(tmp_path, monkeypatch) -> None:
     from lakehouse.spark import class_archive
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.errors import ConfigError, first_line
-from lakehouse.settings import env
+from lakehouse.settings import env, env_spark_conf
 from lakehouse.spark import class_archive
 
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ def delta_jars() -> list[str]:
 
 
 def spark_conf(master: str, java_options: str = "") -> dict[str, str]:
-    """The Spark configuration lakehouse runs with (without the jars); ``java_options`` go to the
-    driver's JVM after lakehouse's own."""
+    """The Spark configuration lakehouse runs with (without the jars): its own settings, then
+    LAKEHOUSE_SPARK_CONF's; ``java_options`` go to the driver's JVM after lakehouse's own."""
     log4j = PACKAGE / "jvm" / "log4j2.properties"
     level = (env("LAKEHOUSE_LOG_LEVEL") or "ERROR").upper()
     java_opts = f"-Dlog4j.configurationFile=file:{log4j} -Dlakehouse.log.level={level}"
@@ -91,7 +91,16 @@ def spark_conf(master: str, java_options: str = "") -> dict[str, str]:
         conf["spark.sql.sources.parallelPartitionDiscovery.parallelism"] = "8"
         conf["spark.databricks.delta.snapshotPartitions"] = "2"
         conf["spark.driver.memory"] = env("LAKEHOUSE_DRIVER_MEMORY") or "2g"
+    conf.update(env_spark_conf())  # the user's settings win over lakehouse's
     return conf
+
+
+def with_jars(conf: dict[str, str], jars: list[str]) -> dict[str, str]:
+    """``conf`` with ``jars`` (Delta's) first in spark.jars, before the jars it already names
+    (LAKEHOUSE_SPARK_CONF's, e.g. hadoop-aws for an object store)."""
+    named = [j for j in conf.get("spark.jars", "").split(",") if j.strip()]
+    both = [*jars, *(j for j in named if j not in jars)]
+    return {**conf, "spark.jars": ",".join(both)} if both else {k: v for k, v in conf.items() if k != "spark.jars"}
 
 
 def get_spark(master: str = "local[*]", java_options: str = "",
@@ -114,12 +123,10 @@ def get_spark(master: str = "local[*]", java_options: str = "",
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.master(master)
-        for k, v in {**spark_conf(master, java_options), **(extra_conf or {})}.items():
-            builder = builder.config(k, v)
         jars = delta_jars()
-        if jars:
-            builder = builder.config("spark.jars", ",".join(jars))
-        else:
+        for k, v in with_jars({**spark_conf(master, java_options), **(extra_conf or {})}, jars).items():
+            builder = builder.config(k, v)
+        if not jars:
             log.warning("Delta jars not cached in %s; resolving %s with Ivy", jars_dir(), DELTA_PACKAGE)
             builder = builder.config("spark.jars.packages", DELTA_PACKAGE)
         try:
