@@ -19,7 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakehouse import objectstore
 from lakehouse.errors import first_line
+from lakehouse.objectstore import is_s3
 from lakehouse.storage import filesystem, is_local, join
 from lakehouse.times import from_millis
 
@@ -46,16 +48,22 @@ def exists(path: str) -> bool:
             return False
     from deltalake import DeltaTable
 
-    return bool(DeltaTable.is_deltatable(path))
+    return bool(DeltaTable.is_deltatable(path, storage_options=storage_options(path)))
 
 
 def open_table(path: str, version: int | None = None, without_files: bool = False) -> DeltaTable:
     """A delta-rs handle on a Delta table, at its latest or a given version."""
     from deltalake import DeltaTable
 
+    opts = storage_options(path)
     if version is None:
-        return DeltaTable(path, without_files=without_files)
-    return DeltaTable(path, version=version, without_files=without_files)
+        return DeltaTable(path, without_files=without_files, storage_options=opts)
+    return DeltaTable(path, version=version, without_files=without_files, storage_options=opts)
+
+
+def storage_options(path: str) -> dict[str, str] | None:
+    """deltalake's ``storage_options`` for a table at ``path`` (None for a local table)."""
+    return objectstore.active().storage_options() if is_s3(path) else None
 
 
 def version(path: str) -> int | None:
@@ -256,7 +264,7 @@ def append_records(path: str, table: pa.Table, attempts: int = 10, txn: tuple[st
                 return False
         try:
             write_deltalake(path, table, mode="append", schema_mode="merge" if merge_schema else None,
-                            commit_properties=props)
+                            commit_properties=props, storage_options=storage_options(path))
             return True
         except CommitFailedError:  # raced another process's append: try again
             if attempt == attempts - 1:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakehouse import delta_log, migrations, rejects
+from lakehouse import delta_log, migrations, objectstore, rejects
 from lakehouse.definitions import (
     TableDefinition,
     get_definition,
@@ -91,6 +91,8 @@ class Lakehouse:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        if settings.s3 is not None:  # the store every warehouse path of this process reaches
+            objectstore.use(settings.s3)
 
     # -- engines --------------------------------------------------------------------------
 

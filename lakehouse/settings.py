@@ -1,17 +1,25 @@
 """Where the project and the warehouse are, and which Spark to use.
 
 Precedence: command-line flags > environment (LAKEHOUSE_PROJECT, LAKEHOUSE_WAREHOUSE,
-LAKEHOUSE_MASTER, LAKEHOUSE_REMOTE) > defaults (current directory, <project>/warehouse,
-local[*], no remote: the project's Spark Connect server when one runs, else Spark in-process).
+LAKEHOUSE_MASTER, LAKEHOUSE_REMOTE) > the project's ``[tool.lakehouse]`` table in its
+``pyproject.toml`` (``warehouse``, ``master``, ``remote``, ``spark`` settings and the ``s3`` store,
+see lakehouse.objectstore) > defaults (current directory, <project>/warehouse, local[*], no remote:
+the project's Spark Connect server when one runs, else Spark in-process).
 """
 
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lakehouse.errors import ConfigError
+from lakehouse.objectstore import S3, is_s3, normalize_uri
+
+PROJECT_KEYS = ("warehouse", "master", "remote", "spark", "s3")
+"""The keys of a project's ``[tool.lakehouse]`` table."""
 
 
 @dataclass(frozen=True)
@@ -21,12 +29,20 @@ class Settings:
     project: Path
     """The project folder holding tables/, migrations/ and queries/."""
     warehouse: str
-    """The warehouse root: a local path or a Hadoop URI (file:, s3a:, abfss:, ...)."""
+    """The warehouse root: a local path or an object store URI (``s3://bucket/prefix``; s3a: is written s3:)."""
     master: str
     """The Spark master URL, local[*] by default."""
     remote: str | None = None
     """A Spark Connect server to use (``sc://host:port/;token=...``), or None: the project's own
     server when one runs (``lakehouse server start``), else Spark in this process."""
+    s3: S3 | None = None
+    """How to reach the object store of an ``s3://`` warehouse (None: a local warehouse)."""
+    spark_settings: tuple[tuple[str, str], ...] = ()
+    """The project's own Spark settings (``[tool.lakehouse.spark]``)."""
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings this project adds to lakehouse's: the object store's, then its own."""
+        return {**(self.s3.spark_conf() if self.s3 else {}), **dict(self.spark_settings)}
 
     @property
     def tables_dir(self) -> Path:
@@ -58,13 +74,51 @@ class Settings:
         project_path = Path(project_raw).expanduser().resolve()
         if not project_path.is_dir():
             raise ConfigError(f"project directory {project_raw!r} does not exist")
-        warehouse_raw = warehouse or env.get("LAKEHOUSE_WAREHOUSE") or str(project_path / "warehouse")
-        master_raw = master or env.get("LAKEHOUSE_MASTER") or "local[*]"
-        remote_raw = remote or env.get("LAKEHOUSE_REMOTE") or None
+        conf = project_config(project_path)
+        configured = conf.get("warehouse")
+        if configured and ":" not in configured and not Path(configured).expanduser().is_absolute():
+            configured = str(project_path / configured)  # relative to the project, not to the shell
+        warehouse_raw = warehouse or env.get("LAKEHOUSE_WAREHOUSE") or configured or str(project_path / "warehouse")
+        master_raw = master or env.get("LAKEHOUSE_MASTER") or conf.get("master") or "local[*]"
+        remote_raw = remote or env.get("LAKEHOUSE_REMOTE") or conf.get("remote") or None
         if remote_raw is not None and not remote_raw.startswith("sc://"):
             raise ConfigError(f"remote {remote_raw!r}: a Spark Connect URL starts with sc:// (sc://host:15002)")
-        return cls(project=project_path, warehouse=normalize_warehouse(warehouse_raw), master=master_raw,
-                   remote=remote_raw)
+        uri = normalize_warehouse(warehouse_raw)
+        s3 = S3.resolve(conf.get("s3", {}), env) if is_s3(uri) else None
+        return cls(project=project_path, warehouse=uri, master=master_raw, remote=remote_raw, s3=s3,
+                   spark_settings=tuple(sorted(conf.get("spark", {}).items())))
+
+
+def project_config(project: Path) -> dict[str, Any]:
+    """The project's ``[tool.lakehouse]`` table ({} without one); unknown keys and values of the
+    wrong kind are refused, naming the file and the key."""
+    path = project / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: not readable TOML ({e})") from None
+    conf = doc.get("tool", {}).get("lakehouse", {})
+    if not isinstance(conf, dict):
+        raise ConfigError(f"{path}: [tool.lakehouse] must be a table")
+    unknown = sorted(set(conf) - set(PROJECT_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: [tool.lakehouse] has unknown key(s) {', '.join(unknown)} "
+                          f"(known: {', '.join(PROJECT_KEYS)})")
+    for key in ("warehouse", "master", "remote"):
+        if key in conf and (not isinstance(conf[key], str) or not conf[key].strip()):
+            raise ConfigError(f"{path}: [tool.lakehouse] {key} must be a non-empty string")
+    for key in ("spark", "s3"):
+        if key in conf and not isinstance(conf[key], dict):
+            raise ConfigError(f"{path}: [tool.lakehouse.{key}] must be a table")
+    spark = conf.get("spark", {})
+    bad = [k for k, v in spark.items() if not k.startswith("spark.") or isinstance(v, (dict, list))]
+    if bad:
+        raise ConfigError(f"{path}: [tool.lakehouse.spark] {bad[0]!r}: keys are Spark settings (spark.*) "
+                          "with a string, number or boolean value")
+    conf["spark"] = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()}
+    return conf
 
 
 _GLOB = set("*?[]{}\\")
@@ -93,6 +147,8 @@ def normalize_warehouse(uri: str) -> str:
         if not rest.startswith("/"):
             raise ConfigError(f"warehouse {uri!r}: a file: URI needs an absolute path (file:/x)")
         return str(Path(rest).resolve())
+    if is_s3(uri):
+        return normalize_uri(uri)
     if "://" in uri:
         return uri.rstrip("/")
     return str(Path(uri).expanduser().resolve())

@@ -1,8 +1,11 @@
 """Storage: every read, write, listing and deletion of a file or folder on a warehouse path.
 
-A warehouse path is a local path or a URI of an object store (``s3a://``, ``s3://``, ...). Local
+A warehouse path is a local path or a URI of an object store (``s3://bucket/key``, ...). Local
 paths take the operating system's calls (durable: fsync before rename, the folder fsynced after);
-other URIs go through pyarrow's filesystems, which also run on Spark's executors. Nothing else in
+other URIs go through pyarrow's filesystems, which also run on Spark's executors; an S3 path reaches
+the store lakehouse.objectstore describes, and what must be exclusive (a create that only one of
+several writers may win, an append to a log) is a conditional PUT (If-None-Match / If-Match), the
+one thing S3 makes atomic besides a whole PUT. Nothing else in
 lakehouse opens, lists or deletes files on a warehouse path; Delta tables themselves are read
 through ``lakehouse.delta_log`` and written by Spark or delta-rs.
 """
@@ -10,6 +13,7 @@ through ``lakehouse.delta_log`` and written by Spark or delta-rs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -19,8 +23,9 @@ from typing import IO, Any
 
 import pyarrow.fs as pafs
 
-_HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3"}
-"""Hadoop's names for the stores pyarrow knows as s3."""
+from lakehouse import objectstore
+from lakehouse.errors import ConfigError
+from lakehouse.objectstore import S3, is_s3
 
 
 def is_local(uri: str) -> bool:
@@ -43,13 +48,91 @@ def join(base: str, *parts: str) -> str:
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and path for a local path or URI (works on executors too)."""
+    """A pyarrow filesystem and path for a local path or URI (works on executors too); an S3
+    URI reaches the store lakehouse.objectstore describes."""
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri
-    scheme = uri.split("://", 1)[0]
-    if scheme in _HADOOP_SCHEMES:
-        uri = _HADOOP_SCHEMES[scheme] + uri[len(scheme):]
+    if is_s3(uri):
+        return _arrow_s3(objectstore.active()), uri.split("://", 1)[1]
     return pafs.FileSystem.from_uri(uri)
+
+
+@functools.lru_cache(maxsize=4)
+def _arrow_s3(s3: S3) -> pafs.FileSystem:
+    return s3.arrow_filesystem()
+
+
+@functools.lru_cache(maxsize=4)
+def _client(s3: S3) -> Any:
+    """A boto3 client of the store (conditional writes, which pyarrow does not make)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", endpoint_url=s3.endpoint, region_name=s3.region,
+                        config=Config(s3={"addressing_style": "path" if s3.path_style else "virtual"},
+                                      retries={"max_attempts": 5, "mode": "standard"}))
+
+
+def _bucket_key(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.split("://", 1)[1].partition("/")
+    return bucket, key
+
+
+def _put_if(path: str, data: bytes, etag: str | None) -> bool:
+    """One PUT of ``path`` on S3 that succeeds only while the object is as seen: absent
+    (``etag`` None) or with that ETag. False when another writer changed it first."""
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    cond = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
+    try:
+        _client(objectstore.active()).put_object(Bucket=bucket, Key=key, Body=data, **cond)
+    except ClientError as e:
+        code = e.response.get("Error", {}).get("Code", "")
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+            return False
+        raise
+    return True
+
+
+def _get_with_etag(path: str) -> tuple[bytes, str] | None:
+    """An S3 object's bytes and ETag, or None when it does not exist."""
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    try:
+        got = _client(objectstore.active()).get_object(Bucket=bucket, Key=key)
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None
+        raise
+    return got["Body"].read(), got["ETag"]
+
+
+_CHECKED: set[tuple[S3, str]] = set()
+
+
+def require_conditional_writes(uri: str) -> None:
+    """Refuse, by name, a store that ignores conditional writes (a second create of the same
+    object must fail): leases, exclusive creates and logs depend on them. Checked once per
+    bucket and process, with a probe object under ``uri``."""
+    if not is_s3(uri):
+        return
+    s3 = objectstore.active()
+    bucket, _ = _bucket_key(uri)
+    if (s3, bucket) in _CHECKED:
+        return
+    probe = join(uri, "_lakehouse", f"probe-{uuid.uuid4().hex}")
+    try:
+        first, second = _put_if(probe, b"1", None), _put_if(probe, b"2", None)
+    finally:
+        delete(probe)
+    if not (first and not second):
+        raise ConfigError(f"object store {s3.endpoint or 'AWS S3'} (bucket {bucket}) does not honour conditional "
+                          "writes (PUT with If-None-Match: *), which lakehouse needs for leases and logs; "
+                          "use a store that does (AWS S3, MinIO, R2, Ceph 19+)")
+    _CHECKED.add((s3, bucket))
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -179,8 +262,11 @@ def write_json(path: str, doc: Any, indent: int | None = None) -> None:
 
 
 def create_exclusive(path: str, data: bytes) -> bool:
-    """Create a local file that must not exist yet (O_CREAT|O_EXCL: exactly one of several
-    racing processes wins), with ``data``, durably; False when it already exists."""
+    """Create a file that must not exist yet, with ``data``, durably: exactly one of several
+    racing processes wins (local: O_CREAT|O_EXCL; S3: a PUT with If-None-Match: *); False when
+    it already exists."""
+    if is_s3(path):
+        return _put_if(path, data, None)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -200,15 +286,22 @@ def append_json_lines(path: str, docs: list[Any]) -> None:
     new line); :func:`read_json_lines` skips it."""
     if not docs:
         return
+    lines = b"".join(json.dumps(d, separators=(",", ":")).encode("utf-8") + b"\n" for d in docs)
+    if is_s3(path):  # no appends on S3: read, add, put if nobody wrote in between, else again
+        while True:
+            seen = _get_with_etag(path)
+            old = b"" if seen is None else seen[0]
+            sep = b"\n" if old and not old.endswith(b"\n") else b""
+            if _put_if(path, old + sep + lines, None if seen is None else seen[1]):
+                return
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "a+", encoding="utf-8") as f:
+    with open(path, "ab+") as f:
         f.seek(0, os.SEEK_END)
         if f.tell():
             f.seek(f.tell() - 1)
-            if f.read(1) != "\n":
-                f.write("\n")
-        for d in docs:
-            f.write(json.dumps(d, separators=(",", ":")) + "\n")
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write(lines)
         f.flush()
         os.fsync(f.fileno())
 
@@ -216,14 +309,21 @@ def append_json_lines(path: str, docs: list[Any]) -> None:
 def read_json_lines(path: str, tail_bytes: int | None = None) -> list[Any]:
     """The documents of a JSON-lines log, oldest first, skipping lines that are not JSON (cut
     short by a crash); only those in the last ``tail_bytes`` when given ([] when missing)."""
-    try:
-        with open(path, "rb") as f:
-            if tail_bytes is not None:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - tail_bytes))
-            data = f.read()
-    except FileNotFoundError:
-        return []
+    if is_s3(path):
+        try:
+            data = read_bytes(path)
+        except FileNotFoundError:
+            return []
+        data = data if tail_bytes is None else data[-tail_bytes:]
+    else:
+        try:
+            with open(path, "rb") as f:
+                if tail_bytes is not None:
+                    f.seek(0, os.SEEK_END)
+                    f.seek(max(0, f.tell() - tail_bytes))
+                data = f.read()
+        except FileNotFoundError:
+            return []
     out = []
     for line in data.split(b"\n"):
         try:

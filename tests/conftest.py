@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -309,3 +310,68 @@ def cli_in_process(p: "Project | Path", *args: str,
         stderr += "".join(traceback.format_exception(*result.exc_info))  # type: ignore[misc]
     cmd = ["lakehouse", *head, *args]
     return subprocess.CompletedProcess(cmd, result.exit_code, result.stdout, stderr)
+
+
+# -- an S3 API server on loopback ------------------------------------------------------------------
+
+AWS_TEST_ENV = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "lakehouse-test-key",
+                "AWS_SECRET_ACCESS_KEY": "lakehouse-test-secret-never-printed"}
+"""The standard AWS variables the s3 tests run with (besides AWS_ENDPOINT_URL, the server's)."""
+
+
+class S3Server:
+    """moto's S3 API on a free loopback port, in a process of its own (deltalake's calls hold the
+    GIL while they wait for the network, so a server thread in the test process would stall them);
+    with ``conditional=False`` it ignores If-None-Match and If-Match, as a store without
+    conditional writes does. Stopped with :meth:`stop` or when the test process ends."""
+
+    def __init__(self, conditional: bool = True) -> None:
+        args = [sys.executable, "-m", "tests.s3_server", "--owner", str(os.getpid())]
+        self._proc = subprocess.Popen([*args, *([] if conditional else ["--no-conditions"])], cwd=REPO,
+                                      stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().strip()
+        if not line.startswith("http://"):
+            self._proc.kill()
+            raise RuntimeError(f"the S3 API server did not start: {line!r}")
+        self.endpoint = line
+
+    def bucket(self, name: str | None = None) -> str:
+        """A new bucket (a fresh name unless given): its ``s3://`` URI."""
+        import uuid
+
+        import boto3
+
+        name = name or f"lake-{uuid.uuid4().hex[:12]}"
+        boto3.client("s3", endpoint_url=self.endpoint, region_name=AWS_TEST_ENV["AWS_REGION"],
+                     aws_access_key_id=AWS_TEST_ENV["AWS_ACCESS_KEY_ID"],
+                     aws_secret_access_key=AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"]).create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """The suite's S3 API server, with the standard AWS variables pointing at it for the rest of
+    the session (child processes inherit them); stopped at the end."""
+    from lakehouse import objectstore
+
+    server = S3Server()
+    saved = {k: os.environ.get(k) for k in (*AWS_TEST_ENV, "AWS_ENDPOINT_URL")}
+    os.environ.update(AWS_TEST_ENV, AWS_ENDPOINT_URL=server.endpoint)
+    objectstore.use(None)
+    try:
+        yield server
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()

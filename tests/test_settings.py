@@ -27,6 +27,9 @@ def test_empty_and_control_characters_are_refused(bad: str) -> None:
         normalize_warehouse(bad)
 
 
-def test_object_store_uris_are_kept(tmp_path: Path) -> None:
+def test_object_store_uris_are_normalised(tmp_path: Path) -> None:
+    # issue 19: s3a:// (Hadoop's name) is accepted and written as s3://, which every engine reads
     s = Settings.resolve(tmp_path, "s3a://bucket/wh/", env={})
-    assert s.warehouse == "s3a://bucket/wh"
+    assert s.warehouse == "s3://bucket/wh"
+    assert Settings.resolve(tmp_path, "abfss://c@acct.dfs.core.windows.net/wh/", env={}).warehouse == \
+        "abfss://c@acct.dfs.core.windows.net/wh"

@@ -12,7 +12,7 @@ a second line of defence behind the guard.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import ConfigError, QueryError, first_line
+from lakehouse.objectstore import DUCKDB_EXTENSIONS, S3
 from lakehouse.query import TableSource
 from lakehouse.query.split import Split
 from lakehouse.sql import duck_ident, literal_body
@@ -28,34 +29,42 @@ if TYPE_CHECKING:
     from lakehouse.query.asof import AsOf
 
 
-@lru_cache(maxsize=1)
-def delta_extension_path() -> str:
-    """The delta extension file shipped by the duckdb-extension-delta package."""
+@cache
+def extension_path(name: str = "delta") -> str:
+    """The file of DuckDB extension ``name`` shipped by its package from the package index
+    (``duckdb-extension-<name>``), for the DuckDB version installed."""
+    import importlib
+
     import duckdb
 
     try:
-        import duckdb_extension_delta
+        module = importlib.import_module(f"duckdb_extension_{name}")
     except ImportError:
-        raise ConfigError("the DuckDB delta extension is not installed (pip install duckdb-extension-delta)") from None
-    base = Path(duckdb_extension_delta.__file__).parent / "extensions"
-    wanted = base / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+        raise ConfigError(f"the DuckDB {name} extension is not installed (pip install duckdb-extension-{name})") from None
+    base = Path(module.__file__ or "").parent / "extensions"
+    wanted = base / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
     if wanted.exists():
         return str(wanted)
-    found = sorted(base.glob("*/delta.duckdb_extension"))
+    found = sorted(base.glob(f"*/{name}.duckdb_extension"))
     raise ConfigError(
-        f"no DuckDB delta extension for duckdb {duckdb.__version__} in {base} "
+        f"no DuckDB {name} extension for duckdb {duckdb.__version__} in {base} "
         f"(found: {', '.join(p.parent.name for p in found) or 'none'}); pin matching versions"
     )
 
 
-def connect() -> Any:
-    """A DuckDB connection with the delta extension and lakehouse's macros; TimeZone = UTC."""
+def connect(s3: S3 | None = None) -> Any:
+    """A DuckDB connection with the delta extension and lakehouse's macros; TimeZone = UTC. With
+    ``s3``, it also reads that store (its extensions loaded, a secret naming the credential chain)."""
     import duckdb
 
     from lakehouse.query.dialect.macros import MACROS
 
     con = duckdb.connect(":memory:")
-    con.execute(f"LOAD '{literal_body(delta_extension_path())}'")
+    con.execute(f"LOAD '{literal_body(extension_path('delta'))}'")
+    if s3 is not None:
+        for name in DUCKDB_EXTENSIONS:
+            con.execute(f"LOAD '{literal_body(extension_path(name))}'")
+        con.execute(s3.duckdb_secret())
     con.execute("SET TimeZone = 'UTC'")
     for m in MACROS:
         con.execute(m)

@@ -159,7 +159,8 @@ def session_for(settings: Settings) -> "SparkSession":
         print(f"note: not using the Spark Connect server recorded in {record_path(settings.project)}: "
               f"{why}; starting Spark in this process", file=sys.stderr)
     quiet = env("LAKEHOUSE_LOG_LEVEL") is None  # -v / LAKEHOUSE_LOG_LEVEL: the JVM speaks on stderr
-    return get_spark(settings.master, output=str(folder(settings.project) / "spark.log") if quiet else None)
+    return get_spark(settings.master, extra_conf=settings.spark_conf(),
+                     output=str(folder(settings.project) / "spark.log") if quiet else None)
 
 
 def _on_this_machine(url: str) -> bool:
@@ -277,8 +278,9 @@ def serve(project: str, warehouse: str, master: str, port: int) -> None:
     storage.remove_tree(str(scratch))
     scratch.mkdir(mode=0o700, parents=True)
     quoted = '"' + str(scratch).replace("\\", "\\\\").replace('"', '\\"') + '"'  # Spark splits options like a shell
+    project_conf = Settings.resolve(project, warehouse, master).spark_conf()  # the store's, the project's
     spark = get_spark(master, java_options=f"-Djava.io.tmpdir={quoted}",
-                      extra_conf={**connect_conf(port), "spark.local.dir": str(scratch)})
+                      extra_conf={**project_conf, **connect_conf(port), "spark.local.dir": str(scratch)})
     deadline = time.monotonic() + 60
     while not _answers(port):
         if time.monotonic() > deadline:

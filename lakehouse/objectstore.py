@@ -1,0 +1,187 @@
+"""The object store a warehouse lives on, and what each engine needs to reach it.
+
+A warehouse is a local folder or an S3 URI, ``s3://bucket/prefix`` (``s3a://`` and ``s3n://`` are
+accepted and become ``s3://``). Where the store answers and how to address it comes from the
+project's ``[tool.lakehouse.s3]`` table in ``pyproject.toml`` (``endpoint``, ``region``,
+``path_style``), else from the standard AWS variables (``AWS_ENDPOINT_URL_S3``,
+``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``); an endpoint on an IP address or
+``localhost`` means path-style access unless ``path_style`` says otherwise. Credentials always come
+from the standard AWS chain (environment, profile, instance role) of each engine: lakehouse never
+reads, stores, logs or prints them.
+
+:class:`S3` turns those settings into each engine's configuration: Spark's (hadoop-aws), deltalake's
+``storage_options``, pyarrow's filesystem and DuckDB's (the httpfs and aws extensions from the
+package index, and a secret that names the credential chain, not the credentials).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from lakehouse.errors import ConfigError
+
+SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3"}
+"""The URI schemes of an S3 warehouse and the one lakehouse writes them as."""
+
+SETTINGS = ("endpoint", "region", "path_style")
+"""The keys of ``[tool.lakehouse.s3]``."""
+
+DUCKDB_EXTENSIONS = ("httpfs", "aws")
+"""The DuckDB extensions (from the package index) that read S3 with the AWS credential chain."""
+
+DEFAULT_REGION = "us-east-1"
+"""The region requests are signed for when nothing names one (S3-compatible stores accept it)."""
+
+
+def is_s3(uri: str) -> bool:
+    """True for an S3 URI (``s3://``, ``s3a://``, ``s3n://``)."""
+    return uri.split("://", 1)[0].lower() in SCHEMES if "://" in uri else False
+
+
+def normalize_uri(uri: str) -> str:
+    """An S3 URI as lakehouse writes it: ``s3://bucket/prefix`` without a trailing slash. Refuses,
+    by name, a URI without a valid bucket name."""
+    scheme, _, rest = uri.partition("://")
+    if scheme.lower() not in SCHEMES:
+        raise ConfigError(f"warehouse {uri!r}: not an S3 URI (s3://bucket/prefix)")
+    bucket, _, prefix = rest.partition("/")
+    if not _valid_bucket(bucket):
+        raise ConfigError(f"warehouse {uri!r}: {bucket!r} is not an S3 bucket name (3-63 characters: "
+                          "lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit)")
+    prefix = prefix.strip("/")
+    if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
+        raise ConfigError(f"warehouse {uri!r}: empty, '.' or '..' segments are not allowed in the prefix")
+    return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+
+
+def _valid_bucket(name: str) -> bool:
+    if not 3 <= len(name) <= 63 or not all(c.islower() or c.isdigit() or c in ".-" for c in name):
+        return False
+    return name[0].isalnum() and name[-1].isalnum() and ".." not in name
+
+
+@dataclass(frozen=True)
+class S3:
+    """How to reach an S3 store: its endpoint (None: AWS's own), region and addressing."""
+
+    endpoint: str | None = None
+    """``http(s)://host[:port]`` of an S3-compatible store, or None for AWS S3."""
+    region: str = DEFAULT_REGION
+    """The region requests are signed for."""
+    path_style: bool = False
+    """Path-style requests (``endpoint/bucket/key``) instead of virtual-hosted ones."""
+
+    @classmethod
+    def resolve(cls, conf: dict[str, Any], env: dict[str, str]) -> "S3":
+        """The settings from ``[tool.lakehouse.s3]`` (``conf``), else the standard AWS variables.
+        An unknown key or a value of the wrong kind is refused, naming it."""
+        unknown = sorted(set(conf) - set(SETTINGS))
+        if unknown:
+            raise ConfigError(f"[tool.lakehouse.s3]: unknown setting(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(SETTINGS)})")
+        endpoint = conf.get("endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
+        where = "[tool.lakehouse.s3] endpoint" if conf.get("endpoint") else "AWS_ENDPOINT_URL"
+        if endpoint is not None:
+            endpoint = _endpoint(str(endpoint), where)
+        region = conf.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+        if not isinstance(region, str) or not region.strip() or any(c.isspace() for c in region):
+            raise ConfigError(f"[tool.lakehouse.s3] region {region!r}: not a region name (e.g. eu-west-1)")
+        path_style = conf.get("path_style")
+        if path_style is None:
+            path_style = endpoint is not None and _is_local_host(urlsplit(endpoint).hostname or "")
+        elif not isinstance(path_style, bool):
+            raise ConfigError(f"[tool.lakehouse.s3] path_style {path_style!r}: true or false")
+        return cls(endpoint=endpoint, region=region, path_style=path_style)
+
+    @property
+    def secure(self) -> bool:
+        """Whether requests go over TLS (an ``http://`` endpoint does not)."""
+        return self.endpoint is None or self.endpoint.startswith("https://")
+
+    # -- each engine's configuration ------------------------------------------------------------
+
+    def spark_conf(self) -> dict[str, str]:
+        """hadoop-aws's settings as Spark settings; ``s3://`` is served by S3A like ``s3a://``.
+        Credentials: the AWS SDK's default chain (environment, profile, container, instance)."""
+        conf = {
+            "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.s3a.aws.credentials.provider":
+                "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
+            "spark.hadoop.fs.s3a.endpoint.region": self.region,
+            "spark.hadoop.fs.s3a.path.style.access": str(self.path_style).lower(),
+        }
+        if self.endpoint is not None:
+            conf["spark.hadoop.fs.s3a.endpoint"] = self.endpoint
+            conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(self.secure).lower()
+        return conf
+
+    def storage_options(self) -> dict[str, str]:
+        """deltalake's ``storage_options`` (credentials from the environment or instance)."""
+        opts = {"AWS_REGION": self.region, "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": str(not self.path_style).lower()}
+        if self.endpoint is not None:
+            opts["AWS_ENDPOINT_URL"] = self.endpoint
+            if not self.secure:
+                opts["AWS_ALLOW_HTTP"] = "true"
+        return opts
+
+    def arrow_filesystem(self) -> Any:
+        """A pyarrow S3 filesystem for this store (credentials from the default chain)."""
+        import pyarrow.fs as pafs
+
+        if self.endpoint is None:
+            return pafs.S3FileSystem(region=self.region, force_virtual_addressing=not self.path_style)
+        parts = urlsplit(self.endpoint)
+        return pafs.S3FileSystem(region=self.region, endpoint_override=parts.netloc, scheme=parts.scheme,
+                                 force_virtual_addressing=not self.path_style)
+
+    def duckdb_secret(self) -> str:
+        """The DuckDB statement that lets a connection with the :data:`DUCKDB_EXTENSIONS` read this
+        store: a temporary secret that names the credential chain, not the credentials."""
+        parts = [f"TYPE s3, PROVIDER credential_chain, REGION '{self.region}'",
+                 f"URL_STYLE '{'path' if self.path_style else 'vhost'}'"]
+        if self.endpoint is not None:
+            host = urlsplit(self.endpoint)
+            parts.append(f"ENDPOINT '{host.netloc}'")
+            parts.append(f"USE_SSL {str(self.secure).lower()}")
+        return f"CREATE OR REPLACE TEMPORARY SECRET lakehouse_s3 ({', '.join(parts)})"
+
+
+def _endpoint(raw: str, where: str) -> str:
+    parts = urlsplit(raw.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or "'" in raw:
+        raise ConfigError(f"{where} {raw!r}: not an endpoint URL (http://host:port or https://host)")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _is_local_host(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+_ACTIVE: S3 | None = None
+
+
+def use(s3: S3 | None) -> None:
+    """Make ``s3`` the store this process's warehouse paths reach (lakehouse.storage and the
+    engines read it); None goes back to the standard AWS variables alone."""
+    global _ACTIVE
+    _ACTIVE = s3
+
+
+def active() -> S3:
+    """The store set by :func:`use`, else the one the standard AWS variables describe (as on a
+    Spark executor, which inherits the driver's environment)."""
+    if _ACTIVE is not None:
+        return _ACTIVE
+    import os
+
+    return S3.resolve({}, dict(os.environ))

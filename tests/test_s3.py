@@ -1,0 +1,134 @@
+"""A warehouse on an S3 API (moto's server on loopback, from tests/conftest.py): lakehouse's storage
+module, Delta reads and writes through deltalake, and DuckDB's reader, reached with the standard AWS
+variables alone."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pytest
+
+from lakehouse import delta_log, objectstore, storage
+from lakehouse.errors import ConfigError
+from lakehouse.objectstore import S3
+from tests.conftest import AWS_TEST_ENV, S3Server
+
+pytestmark = pytest.mark.s3
+
+
+@pytest.fixture
+def lake(s3_server) -> str:
+    return storage.join(s3_server.bucket(), "wh")
+
+
+def test_files_are_written_read_listed_and_deleted_on_the_store(lake):
+    doc = storage.join(lake, "t", "_state", "state.json")
+    assert not storage.exists(doc) and storage.list_names(lake) == [] and storage.list_files(lake) == []
+    with pytest.raises(FileNotFoundError):
+        storage.read_bytes(doc)
+    storage.write_json(doc, {"cutoff": 1})
+    storage.write_text(storage.join(lake, "t", "vectors", "c", "20261120-1"), "v")
+    assert storage.read_json(doc) == {"cutoff": 1} and storage.is_file(doc) and storage.size(doc) == 12
+    storage.write_json(doc, {"cutoff": 2})  # one PUT replaces it whole
+    assert storage.read_json(doc) == {"cutoff": 2}
+    assert storage.list_names(storage.join(lake, "t")) == ["_state", "vectors"]
+    assert storage.list_files(lake) == [doc, storage.join(lake, "t", "vectors", "c", "20261120-1")]
+    with storage.open_write(storage.join(lake, "big.bin")) as f:
+        f.write(b"x" * 3_000_000)
+    assert storage.size(storage.join(lake, "big.bin")) == 3_000_000
+    assert storage.delete(doc) and not storage.delete(doc) and not storage.exists(doc)
+    storage.remove_tree(storage.join(lake, "t"))
+    assert storage.list_files(lake) == [storage.join(lake, "big.bin")]
+
+
+def test_of_many_racing_creators_exactly_one_wins(lake):
+    path = storage.join(lake, "_leases", "trips")
+    for round_ in range(5):
+        target = f"{path}-{round_}"
+        barrier = threading.Barrier(8)
+
+        def create(i: int, target: str = target, barrier: threading.Barrier = barrier) -> bool:
+            barrier.wait()
+            return storage.create_exclusive(target, f"owner-{i}".encode())
+
+        with ThreadPoolExecutor(8) as pool:
+            won = list(pool.map(create, range(8)))
+        assert won.count(True) == 1
+        assert storage.read_text(target) == f"owner-{won.index(True)}"
+
+
+def test_appends_from_racing_writers_are_all_kept_once(lake):
+    log = storage.join(lake, "_jobs", "history.jsonl")
+
+    def append(i: int) -> None:
+        for j in range(5):
+            storage.append_json_lines(log, [{"writer": i, "n": j}, {"writer": i, "n": j, "second": True}])
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(append, range(6)))
+    docs = storage.read_json_lines(log)
+    assert len(docs) == 6 * 5 * 2
+    assert sorted(json.dumps(d, sort_keys=True) for d in docs) == sorted(
+        json.dumps(d, sort_keys=True) for i in range(6) for j in range(5)
+        for d in ({"writer": i, "n": j}, {"writer": i, "n": j, "second": True}))
+    assert storage.read_json_lines(log, tail_bytes=60)[-1] in docs
+
+
+def test_a_store_without_conditional_writes_is_refused_by_name(lake, monkeypatch):
+    storage.require_conditional_writes(lake)  # moto honours If-None-Match
+    old = S3Server(conditional=False)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", old.endpoint)
+        objectstore.use(None)
+        lake = storage.join(old.bucket(), "wh")
+        assert storage.create_exclusive(storage.join(lake, "x"), b"1")
+        assert storage.create_exclusive(storage.join(lake, "x"), b"2")  # what such a store does
+        with pytest.raises(ConfigError) as e:
+            storage.require_conditional_writes(lake)
+        msg = str(e.value)
+        assert old.endpoint in msg and "If-None-Match" in msg and "\n" not in msg
+        assert AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"] not in msg
+        assert storage.list_files(storage.join(lake, "_lakehouse")) == []  # the probe is gone
+    finally:
+        old.stop()
+        objectstore.use(None)
+
+
+def test_delta_tables_are_written_and_read_through_deltalake(lake):
+    path = storage.join(lake, "_lakehouse", "history")
+    assert not delta_log.exists(path)
+    assert delta_log.append_records(path, pa.table({"run": [1, 2]}), txn=("jobs", 1))
+    assert not delta_log.append_records(path, pa.table({"run": [3]}), txn=("jobs", 1))  # replayed: a no-op
+    assert delta_log.append_records(path, pa.table({"run": [3]}), txn=("jobs", 2))
+    assert delta_log.exists(path) and delta_log.txn_version(path, "jobs") == 2
+    t = delta_log.open_table(path)
+    assert t.version() == 1 and sorted(t.to_pyarrow_table().column("run").to_pylist()) == [1, 2, 3]
+    assert delta_log.open_table(path, version=0).to_pyarrow_table().num_rows == 2
+
+
+def test_duckdb_reads_a_delta_table_on_the_store_with_the_credential_chain(lake):
+    from lakehouse.query import duckdb as reader
+
+    path = storage.join(lake, "t")
+    delta_log.append_records(path, pa.table({"x": [1, 2, 3]}))
+    con = reader.connect(objectstore.active())
+    assert con.sql(f"SELECT sum(x) FROM delta_scan('{path}')").fetchall() == [(6,)]
+    secrets = con.sql("SELECT name, provider FROM duckdb_secrets()").fetchall()
+    assert secrets == [("lakehouse_s3", "credential_chain")]
+
+
+def test_a_lakehouse_on_an_s3_warehouse_makes_its_store_the_process_one(s3_server, tmp_path, monkeypatch):
+    from lakehouse.project import Lakehouse
+    from lakehouse.settings import Settings
+
+    (tmp_path / "pyproject.toml").write_text(f'[tool.lakehouse.s3]\nendpoint = "{s3_server.endpoint}"\n'
+                                             'region = "eu-west-1"\n')
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    try:
+        Lakehouse(Settings.resolve(tmp_path, warehouse="s3a://lake-x/wh"))
+        assert objectstore.active() == S3(endpoint=s3_server.endpoint, region="eu-west-1", path_style=True)
+    finally:
+        objectstore.use(None)
