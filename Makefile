@@ -7,13 +7,15 @@ BIN    := $(VENV)/bin
 JARS   := $(VENV)/share/lakehouse/jars
 CLASSES := $(VENV)/share/lakehouse/.classes
 POM    := lakehouse/jvm/pom.xml
+S3POM  := lakehouse/jvm/s3-pom.xml
+S3JARS := $(VENV)/share/lakehouse/jars-s3
 PYTEST_ARGS ?=
 # Two pytest workers, each with its own SparkSession, a scope of tests each at a time: a test
 # module, or a test that runs apart from it, heaviest first (tests/conftest.py schedules them).
 WORKERS ?= 2
 XDIST  := -n $(WORKERS) --dist loadscope
 
-.PHONY: all setup demo test test-fast check-tools clean lint notebooks
+.PHONY: all setup s3 demo test test-fast check-tools clean lint notebooks
 
 all: setup
 
@@ -48,6 +50,18 @@ $(JARS)/.resolved: $(POM) $(VENV)/.installed
 	fi
 	@touch $@
 
+# hadoop-aws and the AWS SDK bundle for an s3:// warehouse (`make s3`; `make test` needs them): their
+# paths in Maven's local repository, recorded once; lakehouse.spark.session adds them to spark.jars.
+s3: setup $(S3JARS)/classpath.txt
+
+$(S3JARS)/classpath.txt: $(S3POM) $(VENV)/.installed
+	@mkdir -p $(S3JARS)
+	@command -v mvn >/dev/null 2>&1 || { echo "error: an s3:// warehouse needs Maven (mvn) to resolve hadoop-aws" >&2; exit 1; }
+	@echo ">> resolving hadoop-aws and the AWS SDK bundle from Maven Central (once; about 540 MB)"
+	@mvn -q -B -f $(S3POM) dependency:build-classpath -Dmdep.outputFile=$(abspath $@).tmp -Dmdep.pathSeparator=, \
+	  || { echo "error: could not resolve hadoop-aws with Maven (see above)" >&2; exit 1; }
+	@mv $@.tmp $@
+
 # The Spark driver's class archive (AppCDS, lakehouse/spark/class_archive.py), recorded once from a
 # real run of lakehouse's operations: every later Spark start maps those classes (about 35% faster).
 $(CLASSES): $(JARS)/.resolved
@@ -58,7 +72,7 @@ $(CLASSES): $(JARS)/.resolved
 demo: setup
 	$(BIN)/lakehouse demo --reset
 
-test: setup lint
+test: setup s3 lint
 	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup

@@ -177,6 +177,11 @@ def use(s3: S3 | None) -> None:
     _ACTIVE = s3
 
 
+def configured() -> S3 | None:
+    """The store set by :func:`use` (a project whose warehouse is on S3), else None."""
+    return _ACTIVE
+
+
 def active() -> S3:
     """The store set by :func:`use`, else the one the standard AWS variables describe (as on a
     Spark executor, which inherits the driver's environment)."""

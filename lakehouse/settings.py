@@ -38,7 +38,8 @@ class Settings:
     s3: S3 | None = None
     """How to reach the object store of an ``s3://`` warehouse (None: a local warehouse)."""
     spark_settings: tuple[tuple[str, str], ...] = ()
-    """The project's own Spark settings (``[tool.lakehouse.spark]``)."""
+    """The project's Spark settings: ``[tool.lakehouse.spark]``, then LAKEHOUSE_SPARK_CONF's,
+    then ``--conf``'s (each wins over the one before)."""
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings this project adds to lakehouse's: the object store's, then its own."""
@@ -67,34 +68,39 @@ class Settings:
         master: str | None = None,
         env: dict[str, str] | None = None,
         remote: str | None = None,
+        conf: list[str] | tuple[str, ...] = (),
     ) -> "Settings":
-        """Build settings from flags, then the environment, then defaults."""
+        """Build settings from flags (``conf``: ``--conf spark.KEY=VALUE`` items), then the
+        environment, then the project's ``[tool.lakehouse]`` table, then defaults."""
         env = dict(os.environ) if env is None else env
         project_raw = project or env.get("LAKEHOUSE_PROJECT") or "."
         project_path = Path(project_raw).expanduser().resolve()
         if not project_path.is_dir():
             raise ConfigError(f"project directory {project_raw!r} does not exist")
-        conf = project_config(project_path)
-        configured = conf.get("warehouse")
+        table = project_config(project_path)
+        configured = table.get("warehouse")
         if configured and ":" not in configured and not Path(configured).expanduser().is_absolute():
             configured = str(project_path / configured)  # relative to the project, not to the shell
         warehouse_raw = warehouse or env.get("LAKEHOUSE_WAREHOUSE") or configured or str(project_path / "warehouse")
-        master_raw = master or env.get("LAKEHOUSE_MASTER") or conf.get("master") or "local[*]"
-        remote_raw = remote or env.get("LAKEHOUSE_REMOTE") or conf.get("remote") or None
+        master_raw = master or env.get("LAKEHOUSE_MASTER") or table.get("master") or "local[*]"
+        remote_raw = remote or env.get("LAKEHOUSE_REMOTE") or table.get("remote") or None
         if remote_raw is not None and not remote_raw.startswith("sc://"):
             raise ConfigError(f"remote {remote_raw!r}: a Spark Connect URL starts with sc:// (sc://host:15002)")
         uri = normalize_warehouse(warehouse_raw)
-        s3 = S3.resolve(conf.get("s3", {}), env) if is_s3(uri) else None
+        s3 = S3.resolve(table.get("s3", {}), env) if is_s3(uri) else None
+        spark = {**table["spark"], **parse_spark_conf((env.get("LAKEHOUSE_SPARK_CONF") or "").split(),
+                                                          "LAKEHOUSE_SPARK_CONF"),
+                 **parse_spark_conf(list(conf), "--conf")}
         return cls(project=project_path, warehouse=uri, master=master_raw, remote=remote_raw, s3=s3,
-                   spark_settings=tuple(sorted(conf.get("spark", {}).items())))
+                   spark_settings=tuple(sorted(spark.items())))
 
 
 def project_config(project: Path) -> dict[str, Any]:
-    """The project's ``[tool.lakehouse]`` table ({} without one); unknown keys and values of the
-    wrong kind are refused, naming the file and the key."""
+    """The project's ``[tool.lakehouse]`` table (``spark`` always there, as strings); unknown keys
+    and values of the wrong kind are refused, naming the file and the key."""
     path = project / "pyproject.toml"
     if not path.is_file():
-        return {}
+        return {"spark": {}}
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
@@ -180,6 +186,7 @@ ENVIRONMENT: dict[str, str] = {
     "LAKEHOUSE_JOBS_LEASE_WAIT_SECONDS": "how long a jobs round waits for a table's lease (default 60)",
     "LAKEHOUSE_JOBS_RETRY_SECONDS": "how long a failed job waits before the next round retries it (default 60)",
     "LAKEHOUSE_CRASH_AT": "tests: the crash point at which the process kills itself",
+    "LAKEHOUSE_SERVER_CONF": "internal: the Spark settings `server start` hands its server (JSON)",
     "LAKEHOUSE_SERVER_OWNER": "tests: a pid; the Spark Connect server stops when that process is gone",
     "LAKEHOUSE_PAUSE_AT": "tests: <point>:<seconds>:<file>, a pause at a crash point",
     "LAKEHOUSE_FAULT": "tests: damage an archiving run's staged data (drop_row, dup_row, change_value)",
@@ -217,16 +224,21 @@ def env_flag(name: str, default: bool) -> bool:
     return raw.strip().lower() not in OFF
 
 
-def env_spark_conf() -> dict[str, str]:
-    """The Spark settings LAKEHOUSE_SPARK_CONF names (``spark.KEY=VALUE`` separated by spaces);
-    an item that is not one is refused with the variable's name and the item."""
+def parse_spark_conf(items: list[str], where: str) -> dict[str, str]:
+    """Spark settings typed as ``spark.KEY=VALUE`` items; one that is not is refused, naming
+    ``where`` it came from and the item."""
     conf: dict[str, str] = {}
-    for item in (env("LAKEHOUSE_SPARK_CONF") or "").split():
+    for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key.startswith("spark.") or key == "spark." or not value:
-            raise ConfigError(f"LAKEHOUSE_SPARK_CONF: {item!r} is not spark.KEY=VALUE")
+            raise ConfigError(f"{where}: {item!r} is not spark.KEY=VALUE")
         conf[key] = value
     return conf
+
+
+def env_spark_conf() -> dict[str, str]:
+    """The Spark settings LAKEHOUSE_SPARK_CONF names (``spark.KEY=VALUE`` separated by spaces)."""
+    return parse_spark_conf((env("LAKEHOUSE_SPARK_CONF") or "").split(), "LAKEHOUSE_SPARK_CONF")
 
 
 def set_env(name: str, value: str) -> None:

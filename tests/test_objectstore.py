@@ -160,3 +160,23 @@ def test_a_bad_project_table_gets_one_line_naming_the_file_and_key(tmp_path, tom
         Settings.resolve(root, warehouse="s3://lake", env={})
     assert named in str(e.value) and "\n" not in str(e.value)
     assert "pyproject.toml" in str(e.value) or "[tool.lakehouse.s3]" in str(e.value)
+
+
+def test_spark_settings_come_from_the_table_then_the_variable_then_conf_flags(tmp_path):
+    root = _project(tmp_path, '[tool.lakehouse.spark]\n"spark.a" = "table"\n"spark.b" = "table"\n"spark.c" = "table"\n')
+    s = Settings.resolve(root, env={"LAKEHOUSE_SPARK_CONF": "spark.b=env spark.c=env"},
+                         conf=["spark.c=flag", "spark.d=x=y"])
+    assert dict(s.spark_settings) == {"spark.a": "table", "spark.b": "env", "spark.c": "flag", "spark.d": "x=y"}
+    assert s.spark_conf() == dict(s.spark_settings)  # a local warehouse: no store settings
+    with pytest.raises(ConfigError) as e:
+        Settings.resolve(root, env={}, conf=["spark.ok=1", "executor.memory=2g"])
+    assert str(e.value) == "--conf: 'executor.memory=2g' is not spark.KEY=VALUE"
+
+
+def test_a_bad_conf_flag_is_a_usage_error_naming_it(tmp_path):
+    from click.testing import CliRunner
+
+    from lakehouse.cli import cli
+
+    r = CliRunner().invoke(cli, ["--project", str(tmp_path), "--conf", "spark.x", "tables"])
+    assert r.exit_code == 2 and "--conf" in r.output and "'spark.x' is not spark.KEY=VALUE" in r.output

@@ -5,6 +5,9 @@ variables alone."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,7 +17,7 @@ import pytest
 from lakehouse import delta_log, objectstore, storage
 from lakehouse.errors import ConfigError
 from lakehouse.objectstore import S3
-from tests.conftest import AWS_TEST_ENV, S3Server
+from tests.conftest import AWS_TEST_ENV, FAST_JVM, SMALL_JOBS, S3Server, cli_in_process
 
 pytestmark = pytest.mark.s3
 
@@ -132,3 +135,55 @@ def test_a_lakehouse_on_an_s3_warehouse_makes_its_store_the_process_one(s3_serve
         assert objectstore.active() == S3(endpoint=s3_server.endpoint, region="eu-west-1", path_style=True)
     finally:
         objectstore.use(None)
+
+
+def _on_s3(root, warehouse: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``lakehouse ARGS`` on ``warehouse`` as a user runs it: a process of its own with its own
+    Spark (the suite's shared session and server have no S3 settings), the AWS variables only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM, LAKEHOUSE_SPARK_CONF=SMALL_JOBS)
+    return subprocess.run([sys.executable, "-m", "lakehouse.cli", "--project", str(root), "--warehouse", warehouse,
+                           "--format", "json", *args], env=env, cwd=root, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_project_on_s3_migrates_and_answers_as_on_a_local_warehouse(s3_server, repo_copy, spark):
+    """Spark (hadoop-aws) creates the tables on the store, deltalake reads their state, DuckDB and
+    Spark answer the same query, and a producer's state goes to the bucket: the same JSON as the
+    same commands on a local warehouse."""
+    wh = storage.join(s3_server.bucket(), "wh")
+    root = repo_copy.root
+    migrated = _on_s3(root, wh, "migrate")
+    assert migrated.returncode == 0, migrated.stderr[-2000:]
+    assert json.loads(migrated.stdout)["applied"] == ["0001_create_trips", "0002_create_driver_pings"]
+    local = cli_in_process(repo_copy, "--format", "json", "migrate")
+    assert local.returncode == 0, local.stderr
+    sql = "SELECT count(*) AS n, min(event_time) AS first FROM trips"
+    for args in (("tables",), ("query", sql, "--engine", "duckdb"), ("producer", "driver_pings", "gw-eu", "attach"),
+                 ("stream", "driver_pings"), ("migrate", "--status")):
+        remote = _on_s3(root, wh, *args)
+        assert remote.returncode == 0, (args, remote.stderr[-2000:])
+        here = cli_in_process(repo_copy, "--format", "json", *args)
+        assert _same(remote.stdout) == _same(here.stdout), args
+    spark_answer = _on_s3(root, wh, "query", sql)
+    assert spark_answer.returncode == 0, spark_answer.stderr[-2000:]
+    assert json.loads(spark_answer.stdout) == [{"n": 0, "first": None}]
+    names = {p.split("/", 4)[-1].split("/", 1)[0] for p in storage.list_files(wh)}
+    assert {"trips", "driver_pings"} <= names
+    assert not (root / "s3:").exists() and not (root / "s3a:").exists()  # nothing lands beside the project
+
+
+def _same(out: str) -> object:
+    """A command's JSON with what differs between two warehouses by nature (instants, lease ends) blanked."""
+    doc = json.loads(out)
+
+    def blank(v: object) -> object:
+        if isinstance(v, dict):
+            return {k: "<t>" if k in ("applied_at", "at", "lease_until", "lease_expires", "attached_at", "checksum") else blank(x)
+                    for k, x in v.items()}
+        if isinstance(v, list):
+            return [blank(x) for x in v]
+        return v
+
+    return blank(doc)

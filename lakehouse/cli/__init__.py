@@ -44,19 +44,28 @@ from lakehouse.settings import default_spark_log_level
 @click.option("--master", default=None, help="Spark master URL (default: local[*]; LAKEHOUSE_MASTER).")
 @click.option("--remote", default=None, metavar="sc://HOST:PORT",
               help="A Spark Connect server to run on (default: the project's server when one runs; LAKEHOUSE_REMOTE).")
+@click.option("--conf", "conf", multiple=True, metavar="spark.KEY=VALUE",
+              help="A Spark setting (repeatable; over [tool.lakehouse.spark] and LAKEHOUSE_SPARK_CONF).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="Output format for any command (commands also take their own --format).")
 @click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
 @click.version_option(package_name="lakehouse")
 @click.pass_context
 def cli(ctx: click.Context, project: str | None, warehouse: str | None, master: str | None,
-        remote: str | None, fmt: str | None, verbose: int) -> None:
+        remote: str | None, conf: tuple[str, ...], fmt: str | None, verbose: int) -> None:
     """lakehouse: event-time fact tables on Delta Lake (Spark), verified by DuckDB."""
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if verbose:
         default_spark_log_level("WARN" if verbose == 1 else "INFO")
-    ctx.obj = Ctx(project, warehouse, master, fmt, remote)
+    from lakehouse.errors import ConfigError
+    from lakehouse.settings import parse_spark_conf
+
+    try:
+        parse_spark_conf(list(conf), "--conf")
+    except ConfigError as e:
+        raise click.BadParameter(str(e).removeprefix("--conf: "), param_hint="--conf") from None
+    ctx.obj = Ctx(project, warehouse, master, fmt, remote, conf)
 
 
 for command in (

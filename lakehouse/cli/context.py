@@ -20,7 +20,7 @@ class Ctx:
     project, such as ``bench``, never open one)."""
 
     def __init__(self, project: str | None, warehouse: str | None, master: str | None, fmt: str | None,
-                 remote: str | None = None) -> None:
+                 remote: str | None = None, conf: tuple[str, ...] = ()) -> None:
         self.project = project
         """--project, or None (then LAKEHOUSE_PROJECT, then the current directory)."""
         self.warehouse = warehouse
@@ -29,6 +29,8 @@ class Ctx:
         """--master, or None (then LAKEHOUSE_MASTER, then local[*])."""
         self.remote = remote
         """--remote, or None (then LAKEHOUSE_REMOTE, then the project's server when one runs)."""
+        self.conf = conf
+        """--conf's Spark settings (``spark.KEY=VALUE``), over the project's and the environment's."""
         self.global_format = fmt
         """The root group's --format, or None."""
         self._lh: Lakehouse | None = None
@@ -40,7 +42,8 @@ class Ctx:
             from lakehouse.project import Lakehouse
             from lakehouse.settings import Settings
 
-            self._lh = Lakehouse(Settings.resolve(self.project, self.warehouse, self.master, remote=self.remote))
+            self._lh = Lakehouse(Settings.resolve(self.project, self.warehouse, self.master, remote=self.remote,
+                                                     conf=self.conf))
         return self._lh
 
     @property

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse import objectstore
 from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import ConfigError, QueryError, first_line
 from lakehouse.objectstore import DUCKDB_EXTENSIONS, S3
@@ -53,14 +54,16 @@ def extension_path(name: str = "delta") -> str:
 
 
 def connect(s3: S3 | None = None) -> Any:
-    """A DuckDB connection with the delta extension and lakehouse's macros; TimeZone = UTC. With
-    ``s3``, it also reads that store (its extensions loaded, a secret naming the credential chain)."""
+    """A DuckDB connection with the delta extension and lakehouse's macros; TimeZone = UTC. It
+    also reads the object store ``s3`` (default: the project's, when its warehouse is on S3): its
+    extensions loaded, a secret that names the credential chain."""
     import duckdb
 
     from lakehouse.query.dialect.macros import MACROS
 
     con = duckdb.connect(":memory:")
     con.execute(f"LOAD '{literal_body(extension_path('delta'))}'")
+    s3 = s3 or objectstore.configured()
     if s3 is not None:
         for name in DUCKDB_EXTENSIONS:
             con.execute(f"LOAD '{literal_body(extension_path(name))}'")

@@ -18,6 +18,7 @@ says why it is not used); else a Spark driver in the command's own process, as w
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import secrets
@@ -197,7 +198,8 @@ def start(settings: Settings, port: int | None = None, timeout: float = START_SE
     record_path(settings.project).unlink(missing_ok=True)
     chosen = port or _free_port()
     logfile = private / "server.log"
-    env = {**os.environ, TOKEN_VARIABLE: secrets.token_urlsafe(32)}
+    env = {**os.environ, TOKEN_VARIABLE: secrets.token_urlsafe(32),  # neither on a command line (ps shows those)
+           "LAKEHOUSE_SERVER_CONF": json.dumps(dict(settings.spark_settings))}
     cmd = [sys.executable, "-m", MODULE, str(settings.project), settings.warehouse, settings.master, str(chosen)]
     with open(logfile, "ab") as out:
         os.chmod(logfile, 0o600)
@@ -264,8 +266,9 @@ def connect_conf(port: int) -> dict[str, str]:
 
 
 def serve(project: str, warehouse: str, master: str, port: int) -> None:
-    """Run the server in this process until SIGTERM: start Spark with the Connect plugin, wait
-    until the port answers, write the record, and remove it when stopped."""
+    """Run the server in this process until SIGTERM: start Spark with the Connect plugin and the
+    Spark settings ``start`` resolved (the store's, the project's, LAKEHOUSE_SPARK_CONF's, --conf's),
+    wait until the port answers, write the record, and remove it when stopped."""
     token = os.environ.get(TOKEN_VARIABLE)
     if not token:
         raise ConfigError(f"{TOKEN_VARIABLE} is not set: the server refuses to run without a token")
@@ -278,7 +281,8 @@ def serve(project: str, warehouse: str, master: str, port: int) -> None:
     storage.remove_tree(str(scratch))
     scratch.mkdir(mode=0o700, parents=True)
     quoted = '"' + str(scratch).replace("\\", "\\\\").replace('"', '\\"') + '"'  # Spark splits options like a shell
-    project_conf = Settings.resolve(project, warehouse, master).spark_conf()  # the store's, the project's
+    project_conf = {**Settings.resolve(project, warehouse, master).spark_conf(),
+                    **json.loads(env("LAKEHOUSE_SERVER_CONF") or "{}")}
     spark = get_spark(master, java_options=f"-Djava.io.tmpdir={quoted}",
                       extra_conf={**project_conf, **connect_conf(port), "spark.local.dir": str(scratch)})
     deadline = time.monotonic() + 60

@@ -60,6 +60,21 @@ def delta_jars() -> list[str]:
     return jars
 
 
+def s3_jars() -> list[str]:
+    """hadoop-aws and the AWS SDK bundle as ``make s3`` recorded them (paths in Maven's local
+    repository); refused, naming the fix, when they were not resolved or have gone."""
+    record = jars_dir().parent / "jars-s3" / "classpath.txt"
+    try:
+        jars = [j for j in record.read_text().strip().split(",") if j]
+    except FileNotFoundError:
+        jars = []
+    missing = [j for j in jars if not Path(j).is_file()]
+    if not jars or missing:
+        raise ConfigError(f"an s3:// warehouse needs hadoop-aws and the AWS SDK bundle on Spark's class path "
+                          f"({'missing: ' + missing[0] if missing else 'not resolved yet'}); run `make s3`")
+    return jars
+
+
 def spark_conf(master: str, java_options: str = "") -> dict[str, str]:
     """The Spark configuration lakehouse runs with (without the jars): its own settings, then
     LAKEHOUSE_SPARK_CONF's; ``java_options`` go to the driver's JVM after lakehouse's own."""
@@ -123,12 +138,15 @@ def get_spark(master: str = "local[*]", java_options: str = "",
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.master(master)
-        jars = delta_jars()
-        for k, v in with_jars({**spark_conf(master, java_options), **(extra_conf or {})}, jars).items():
-            builder = builder.config(k, v)
-        if not jars:
+        delta = delta_jars()
+        conf = {**spark_conf(master, java_options), **(extra_conf or {})}
+        if not delta:
             log.warning("Delta jars not cached in %s; resolving %s with Ivy", jars_dir(), DELTA_PACKAGE)
-            builder = builder.config("spark.jars.packages", DELTA_PACKAGE)
+            named = [p for p in conf.get("spark.jars.packages", "").split(",") if p.strip()]
+            conf["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *named])  # the user's kept
+        s3 = s3_jars() if any(k.startswith("spark.hadoop.fs.s3a.") for k in conf) else []  # an S3 warehouse
+        for k, v in with_jars(conf, [*delta, *s3]).items():
+            builder = builder.config(k, v)
         try:
             with _jvm_output(output):
                 spark = builder.getOrCreate()
