@@ -264,9 +264,14 @@ def write_json(path: str, doc: Any, indent: int | None = None) -> None:
 def create_exclusive(path: str, data: bytes) -> bool:
     """Create a file that must not exist yet, with ``data``, durably: exactly one of several
     racing processes wins (local: O_CREAT|O_EXCL; S3: a PUT with If-None-Match: *); False when
-    it already exists."""
+    it already exists. ``data`` should name its writer (a lease's holder): on S3, a refused PUT
+    whose object holds exactly ``data`` is this writer's own earlier attempt, which landed although
+    its answer was lost (the client then tried again), so that counts as created."""
     if is_s3(path):
-        return _put_if(path, data, None)
+        if _put_if(path, data, None):
+            return True
+        seen = _get_with_etag(path)
+        return seen is not None and seen[0] == data
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -293,6 +298,9 @@ def append_json_lines(path: str, docs: list[Any]) -> None:
             old = b"" if seen is None else seen[0]
             sep = b"\n" if old and not old.endswith(b"\n") else b""
             if _put_if(path, old + sep + lines, None if seen is None else seen[1]):
+                return
+            now = _get_with_etag(path)  # refused: another writer's append, or our own that landed
+            if now is not None and now[0] == old + sep + lines:  # while its answer was lost
                 return
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "ab+") as f:

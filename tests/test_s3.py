@@ -60,7 +60,11 @@ def test_of_many_racing_creators_exactly_one_wins(lake):
         with ThreadPoolExecutor(8) as pool:
             won = list(pool.map(create, range(8)))
         assert won.count(True) == 1
-        assert storage.read_text(target) == f"owner-{won.index(True)}"
+        winner = f"owner-{won.index(True)}"
+        assert storage.read_text(target) == winner
+        # a retried create whose first PUT landed (its answer lost) finds its own bytes: created
+        assert storage.create_exclusive(target, winner.encode())
+        assert not storage.create_exclusive(target, b"owner-other")
 
 
 def test_appends_from_racing_writers_are_all_kept_once(lake):
