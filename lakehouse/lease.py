@@ -1,8 +1,8 @@
 """Leases: one holder at a time of something in the warehouse, across processes and hosts.
 
 A lease is a folder of generation files ``<n>.json`` (holder id, host, pid, expiry); the current
-lease is the highest generation. Taking a lease creates the next generation with
-O_CREAT|O_EXCL, which exactly one process wins; a free (released or expired) lease is taken the
+lease is the highest generation. Taking a lease creates the next generation exclusively
+(O_CREAT|O_EXCL; on S3 a PUT with If-None-Match), which exactly one process wins; a free (released or expired) lease is taken the
 same way, so a crashed holder blocks others only until its expiry (at once on its own machine,
 where its pid is seen gone). The holder renews by rewriting its own generation file while it
 runs, and checks before each irreversible step that no newer generation exists. It works where
@@ -150,7 +150,7 @@ def read_lease(folder: str) -> LeaseInfo | None:
 
 
 class Lease:
-    """A lease on ``folder`` (a local path): ``with Lease(folder, what) as lease: ...``.
+    """A lease on ``folder`` (a local path or an S3 prefix): ``with Lease(folder, what) as lease: ...``.
 
     Raises ``LeaseHeld`` when another live holder has it. ``check()`` raises ``LeaseLost`` when
     this holder's lease was taken over (call it before irreversible steps)."""
@@ -300,20 +300,19 @@ def file_lock(path: str, busy: Callable[[], str], wait: float = 0.0) -> Iterator
 
 @contextlib.contextmanager
 def table_lease(paths: "TablePaths", purpose: str) -> Iterator[Lease | None]:
-    """One job per table at a time (archive, compaction, VACUUM): an OS lock on this host
-    (released even on SIGKILL; ``LAKEHOUSE_ARCHIVE_FLOCK=0`` turns it off) and the table's lease
-    in the warehouse (across hosts and where flock means nothing), renewed while the job lasts.
-    Raises ``LeaseHeld`` naming the holder and what it runs."""
+    """One job per table at a time (archive, compaction, VACUUM): on a local warehouse an OS lock
+    on this host (released even on SIGKILL; ``LAKEHOUSE_ARCHIVE_FLOCK=0`` turns it off), and the
+    table's lease in the warehouse (across hosts, where flock means nothing, and on an object
+    store, whose conditional writes make each generation's create exclusive), renewed while the
+    job lasts. Raises ``LeaseHeld`` naming the holder and what it runs."""
     local = storage.local_path(paths.root)
-    if local is None:
-        log.warning("%s %s: the warehouse is not a local path; no lease (run one job per table)", purpose, paths.name)
-        yield None  # object stores: the scheduler runs one job per table; Delta's conflict checks back it up
-        return
-    state = os.path.join(local, "_state")
+    if local is None:  # an object store: the lease alone, on conditional writes the store must honour
+        storage.require_conditional_writes(paths.root)
+    state = storage.join(local or paths.root, "_state")
     storage.make_dirs(state)
     what = f"{purpose} {paths.name}: the table's lease"
     with contextlib.ExitStack() as stack:
-        if env_flag("LAKEHOUSE_ARCHIVE_FLOCK", True):
+        if local is not None and env_flag("LAKEHOUSE_ARCHIVE_FLOCK", True):
             def busy() -> str:
                 cur = read_lease(os.path.join(state, "table.lease"))
                 doing = f" ({cur.purpose}, pid {cur.pid})" if cur is not None and cur.purpose else ""

@@ -191,3 +191,54 @@ def _same(out: str) -> object:
         return v
 
     return blank(doc)
+
+
+def test_a_lease_on_the_store_has_one_holder_at_a_time_and_is_taken_over_when_it_expires(lake):
+    from lakehouse.lease import Lease, LeaseHeld, LeaseLost, read_lease
+
+    folder = storage.join(lake, "t", "_state", "table.lease")
+    barrier = threading.Barrier(6)
+
+    def take(i: int) -> Lease | None:
+        barrier.wait()
+        try:
+            return Lease(folder, f"racer {i}", ttl=30).acquire()
+        except LeaseHeld:
+            return None
+
+    with ThreadPoolExecutor(6) as pool:
+        held = [x for x in pool.map(take, range(6)) if x is not None]
+    assert len(held) == 1
+    first = held[0]
+    with pytest.raises(LeaseHeld) as e:
+        Lease(folder, "late comer").acquire()
+    assert "held by" in str(e.value) and folder in str(e.value)
+    first.release()  # released: free at once
+    second = Lease(folder, "second", ttl=1.0).acquire()
+    assert read_lease(folder).holder == second.holder
+    second._stop.set()  # a holder that stops renewing (a paused process)...
+    if second._thread is not None:
+        second._thread.join()
+    import time
+
+    time.sleep(1.2)
+    third = Lease(folder, "third", ttl=30).acquire()  # ...is taken over once its lease expired
+    with pytest.raises(LeaseLost):
+        second.check()
+    third.release()
+    assert read_lease(folder).expires == 0
+
+
+def test_the_tables_lease_on_the_store_refuses_a_second_job(lake):
+    from lakehouse.lease import LeaseHeld, table_lease
+    from lakehouse.warehouse import TablePaths
+
+    paths = TablePaths(lake, "trips")
+    with table_lease(paths, "archive") as held:
+        assert held is not None
+        with pytest.raises(LeaseHeld) as e:
+            with table_lease(paths, "optimize"):
+                pass
+        assert "archive" in str(e.value)
+    with table_lease(paths, "optimize") as again:
+        assert again is not None and again.generation == 2
