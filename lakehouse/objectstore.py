@@ -17,6 +17,7 @@ package index, and a secret that names the credential chain, not the credentials
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,16 +52,34 @@ def normalize_uri(uri: str) -> str:
     if not _valid_bucket(bucket):
         raise ConfigError(f"warehouse {uri!r}: {bucket!r} is not an S3 bucket name (3-63 characters: "
                           "lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit)")
-    prefix = prefix.strip("/")
+    if prefix.startswith("/"):
+        raise ConfigError(f"warehouse {uri!r}: an empty segment after the bucket is not allowed")
+    prefix = prefix.rstrip("/")
     if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
         raise ConfigError(f"warehouse {uri!r}: empty, '.' or '..' segments are not allowed in the prefix")
+    bad = sorted({c for c in prefix if c in _UNSAFE or c.isspace() or not c.isprintable()})
+    if bad:
+        raise ConfigError(f"warehouse {uri!r}: the characters {' '.join(map(repr, bad))} are not allowed in the "
+                          "prefix (engines read them as URL syntax or escapes); choose another name")
     return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
 
 
+_UNSAFE = set("?#%\\{}[]*'\"<>^`|")
+"""Characters an engine reads as URL syntax, an escape or a glob in a key prefix."""
+
+
 def _valid_bucket(name: str) -> bool:
-    if not 3 <= len(name) <= 63 or not all(c.islower() or c.isdigit() or c in ".-" for c in name):
+    if not 3 <= len(name) <= 63 or not all(c in _BUCKET_CHARS for c in name):
         return False
+    try:
+        ipaddress.ip_address(name)
+        return False  # S3 refuses bucket names formatted as IP addresses
+    except ValueError:
+        pass
     return name[0].isalnum() and name[-1].isalnum() and ".." not in name
+
+
+_BUCKET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
 
 
 @dataclass(frozen=True)
@@ -82,13 +101,14 @@ class S3:
         if unknown:
             raise ConfigError(f"[tool.lakehouse.s3]: unknown setting(s) {', '.join(unknown)} "
                               f"(known: {', '.join(SETTINGS)})")
-        endpoint = conf.get("endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
-        where = "[tool.lakehouse.s3] endpoint" if conf.get("endpoint") else "AWS_ENDPOINT_URL"
+        where, endpoint = _first(conf, env, "endpoint", ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"))
         if endpoint is not None:
             endpoint = _endpoint(str(endpoint), where)
-        region = conf.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
-        if not isinstance(region, str) or not region.strip() or any(c.isspace() for c in region):
-            raise ConfigError(f"[tool.lakehouse.s3] region {region!r}: not a region name (e.g. eu-west-1)")
+        where, region = _first(conf, env, "region", ("AWS_REGION", "AWS_DEFAULT_REGION"))
+        if region is None:
+            where, region = "the AWS profile's region", _profile_region(env) or DEFAULT_REGION
+        if not isinstance(region, str) or not _REGION.fullmatch(region):
+            raise ConfigError(f"{where} {region!r}: not a region name (e.g. eu-west-1)")
         path_style = conf.get("path_style")
         if path_style is None:
             path_style = endpoint is not None and _is_local_host(urlsplit(endpoint).hostname or "")
@@ -116,6 +136,8 @@ class S3:
         if self.endpoint is not None:
             conf["spark.hadoop.fs.s3a.endpoint"] = self.endpoint
             conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(self.secure).lower()
+            conf["spark.executorEnv.AWS_ENDPOINT_URL_S3"] = self.endpoint  # lakehouse code in tasks
+        conf["spark.executorEnv.AWS_REGION"] = self.region
         return conf
 
     def storage_options(self) -> dict[str, str]:
@@ -149,10 +171,46 @@ class S3:
         return f"CREATE OR REPLACE TEMPORARY SECRET lakehouse_s3 ({', '.join(parts)})"
 
 
+def _profile_region(env: dict[str, str]) -> str | None:
+    """The region of the AWS profile (``AWS_PROFILE``, else the default one) in the AWS config
+    files, as the AWS SDKs read it; None when none names one."""
+    try:
+        import botocore.session
+    except ImportError:  # pragma: no cover - boto3 is a dependency
+        return None
+    session = botocore.session.Session(profile=env.get("AWS_PROFILE") or None)
+    try:
+        region = session.get_config_variable("region")
+    except Exception:  # noqa: BLE001 - an unreadable or unknown profile: no region from it
+        return None
+    return str(region) if region else None
+
+
+_REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+"""A region name as AWS and the S3-compatible stores spell them (us-east-1, auto, garage)."""
+
+
+def _first(conf: dict[str, Any], env: dict[str, str], key: str, variables: tuple[str, ...]) -> tuple[str, Any]:
+    """The first of ``[tool.lakehouse.s3] key`` and ``variables`` that is set: its name and value."""
+    if conf.get(key) not in (None, ""):
+        return f"[tool.lakehouse.s3] {key}", conf[key]
+    for name in variables:
+        if env.get(name):
+            return name, env[name]
+    return f"[tool.lakehouse.s3] {key}", None
+
+
 def _endpoint(raw: str, where: str) -> str:
     parts = urlsplit(raw.strip())
+    try:
+        parts.port  # noqa: B018 - a port that is not a number raises
+    except ValueError:
+        parts = urlsplit("")
+    if "@" in parts.netloc:  # credentials in a URL would reach logs and Spark's settings
+        raise ConfigError(f"{where}: an endpoint URL must not hold credentials (user:secret@); "
+                          "give them through the AWS variables or a profile")
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
-            or parts.query or parts.fragment or "'" in raw:
+            or parts.query or parts.fragment or "'" in raw or any(c.isspace() for c in raw.strip()):
         raise ConfigError(f"{where} {raw!r}: not an endpoint URL (http://host:port or https://host)")
     return f"{parts.scheme}://{parts.netloc}"
 
@@ -172,9 +230,18 @@ _ACTIVE: S3 | None = None
 
 def use(s3: S3 | None) -> None:
     """Make ``s3`` the store this process's warehouse paths reach (lakehouse.storage and the
-    engines read it); None goes back to the standard AWS variables alone."""
+    engines read it); None goes back to the standard AWS variables alone. The store's endpoint
+    and region also go into this process's standard AWS variables, which the processes it starts
+    (Spark's Python workers among them) inherit, so lakehouse code in a Spark task reaches the
+    same store (on a cluster, ``spark_conf`` hands them to the executors)."""
     global _ACTIVE
     _ACTIVE = s3
+    if s3 is not None:
+        import os
+
+        os.environ["AWS_REGION"] = s3.region
+        if s3.endpoint is not None:
+            os.environ["AWS_ENDPOINT_URL_S3"] = s3.endpoint
 
 
 def configured() -> S3 | None:

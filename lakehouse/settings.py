@@ -231,7 +231,8 @@ def parse_spark_conf(items: list[str], where: str) -> dict[str, str]:
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key.startswith("spark.") or key == "spark." or not value:
-            raise ConfigError(f"{where}: {item!r} is not spark.KEY=VALUE")
+            shown = repr(key) if eq else "an item without '='"  # never the value: it may be a secret
+            raise ConfigError(f"{where}: {shown} is not spark.KEY=VALUE")
         conf[key] = value
     return conf
 

@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from typing import IO, Any
@@ -24,7 +25,7 @@ from typing import IO, Any
 import pyarrow.fs as pafs
 
 from lakehouse import objectstore
-from lakehouse.errors import ConfigError
+from lakehouse.errors import ConfigError, TransientError
 from lakehouse.objectstore import S3, is_s3
 
 
@@ -80,20 +81,25 @@ def _bucket_key(uri: str) -> tuple[str, str]:
 
 def _put_if(path: str, data: bytes, etag: str | None) -> bool:
     """One PUT of ``path`` on S3 that succeeds only while the object is as seen: absent
-    (``etag`` None) or with that ETag. False when another writer changed it first."""
+    (``etag`` None) or with that ETag. False when another writer changed it first (412); a write
+    of the same key in flight (409) is waited out and tried again; other errors propagate."""
     from botocore.exceptions import ClientError
 
     bucket, key = _bucket_key(path)
     cond = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
-    try:
-        _client(objectstore.active()).put_object(Bucket=bucket, Key=key, Body=data, **cond)
-    except ClientError as e:
-        code = e.response.get("Error", {}).get("Code", "")
-        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
-            return False
-        raise
-    return True
+    for attempt in range(10):
+        try:
+            _client(objectstore.active()).put_object(Bucket=bucket, Key=key, Body=data, **cond)
+            return True
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code == "PreconditionFailed" or status == 412:
+                return False
+            if code != "ConditionalRequestConflict":
+                raise
+            time.sleep(0.05 * 2 ** attempt)
+    raise TransientError(f"{path}: other writers kept a conditional write of it in flight (409 ten times); try again")
 
 
 def _get_with_etag(path: str) -> tuple[bytes, str] | None:
@@ -114,24 +120,27 @@ _CHECKED: set[tuple[S3, str]] = set()
 
 
 def require_conditional_writes(uri: str) -> None:
-    """Refuse, by name, a store that ignores conditional writes (a second create of the same
-    object must fail): leases, exclusive creates and logs depend on them. Checked once per
-    bucket and process, with a probe object under ``uri``."""
+    """Refuse, by name, a store that ignores conditional writes: a second create of one object
+    (If-None-Match: *) and a replace of a changed one (If-Match: a stale ETag) must both fail.
+    Leases, exclusive creates and appended logs depend on them. Checked once per bucket and
+    process, with a probe object beside the bucket's data (``.lakehouse-probe/``), then deleted."""
     if not is_s3(uri):
         return
     s3 = objectstore.active()
     bucket, _ = _bucket_key(uri)
     if (s3, bucket) in _CHECKED:
         return
-    probe = join(uri, "_lakehouse", f"probe-{uuid.uuid4().hex}")
+    probe = f"s3://{bucket}/.lakehouse-probe/{uuid.uuid4().hex}"
     try:
-        first, second = _put_if(probe, b"1", None), _put_if(probe, b"2", None)
+        created = _put_if(probe, b"1", None)
+        again = _put_if(probe, b"2", None)
+        stale = _put_if(probe, b"3", '"0"')  # an ETag the object does not have
     finally:
         delete(probe)
-    if not (first and not second):
+    if not created or again or stale:
         raise ConfigError(f"object store {s3.endpoint or 'AWS S3'} (bucket {bucket}) does not honour conditional "
-                          "writes (PUT with If-None-Match: *), which lakehouse needs for leases and logs; "
-                          "use a store that does (AWS S3, MinIO, R2, Ceph 19+)")
+                          "writes (PUT with If-None-Match: * or If-Match), which lakehouse needs for leases and "
+                          "logs; use a store that does (AWS S3, MinIO, R2, Ceph 19+)")
     _CHECKED.add((s3, bucket))
 
 
@@ -268,6 +277,7 @@ def create_exclusive(path: str, data: bytes) -> bool:
     whose object holds exactly ``data`` is this writer's own earlier attempt, which landed although
     its answer was lost (the client then tried again), so that counts as created."""
     if is_s3(path):
+        require_conditional_writes(path)
         if _put_if(path, data, None):
             return True
         seen = _get_with_etag(path)
@@ -293,15 +303,18 @@ def append_json_lines(path: str, docs: list[Any]) -> None:
         return
     lines = b"".join(json.dumps(d, separators=(",", ":")).encode("utf-8") + b"\n" for d in docs)
     if is_s3(path):  # no appends on S3: read, add, put if nobody wrote in between, else again
-        while True:
+        require_conditional_writes(path)
+        for attempt in range(50):
             seen = _get_with_etag(path)
             old = b"" if seen is None else seen[0]
             sep = b"\n" if old and not old.endswith(b"\n") else b""
             if _put_if(path, old + sep + lines, None if seen is None else seen[1]):
                 return
             now = _get_with_etag(path)  # refused: another writer's append, or our own that landed
-            if now is not None and now[0] == old + sep + lines:  # while its answer was lost
-                return
+            if now is not None and now[0].startswith(old + sep + lines):  # (its answer lost), perhaps
+                return  # followed by others' appends: a log only grows
+            time.sleep(min(0.01 * 2 ** attempt, 0.5))
+        raise TransientError(f"{path}: too many writers appending at once (50 attempts); try again")
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "ab+") as f:
         f.seek(0, os.SEEK_END)
@@ -374,6 +387,19 @@ def delete(path: str) -> bool:
             os.remove(path)
         except FileNotFoundError:
             return False
+        return True
+    if is_s3(path):  # pyarrow would leave a folder marker for the emptied prefix
+        from botocore.exceptions import ClientError
+
+        bucket, key = _bucket_key(path)
+        client = _client(objectstore.active())
+        try:
+            client.head_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return False
+            raise
+        client.delete_object(Bucket=bucket, Key=key)
         return True
     fs, p = filesystem(path)
     try:

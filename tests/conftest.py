@@ -322,12 +322,12 @@ AWS_TEST_ENV = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "lakehouse-test-
 class S3Server:
     """moto's S3 API on a free loopback port, in a process of its own (deltalake's calls hold the
     GIL while they wait for the network, so a server thread in the test process would stall them);
-    with ``conditional=False`` it ignores If-None-Match and If-Match, as a store without
+    ``ignore`` names conditions it does not honour (If-None-Match, If-Match), as a store without
     conditional writes does. Stopped with :meth:`stop` or when the test process ends."""
 
-    def __init__(self, conditional: bool = True) -> None:
+    def __init__(self, ignore: tuple[str, ...] = ()) -> None:
         args = [sys.executable, "-m", "tests.s3_server", "--owner", str(os.getpid())]
-        self._proc = subprocess.Popen([*args, *([] if conditional else ["--no-conditions"])], cwd=REPO,
+        self._proc = subprocess.Popen([*args, *(x for h in ignore for x in ("--ignore", h))], cwd=REPO,
                                       stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline().strip()

@@ -1,6 +1,7 @@
 """An S3 API server for the tests: moto's, on a free loopback port, printing its endpoint on the
-first line of standard output; ``--no-conditions`` makes it ignore If-None-Match and If-Match (a
-store without conditional writes); it stops when the process ``--owner`` is gone."""
+first line of standard output; ``--ignore HEADER`` (repeatable: If-None-Match, If-Match) makes it
+ignore that condition, as a store without conditional writes does; it stops when the process
+``--owner`` is gone."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--owner", type=int, required=True)
-    parser.add_argument("--no-conditions", action="store_true")
+    parser.add_argument("--ignore", action="append", default=[], choices=["If-None-Match", "If-Match"])
     args = parser.parse_args()
 
     from moto.moto_server.threaded_moto_server import MotoRequestHandler
@@ -25,12 +26,14 @@ def main() -> None:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = DomainDispatcherApplication(create_backend_app)
 
+    ignored = ["HTTP_" + h.upper().replace("-", "_") for h in args.ignore]
+
     def without_conditions(environ: dict[str, Any], start_response: Any) -> Any:
-        environ.pop("HTTP_IF_NONE_MATCH", None)
-        environ.pop("HTTP_IF_MATCH", None)
+        for name in ignored:
+            environ.pop(name, None)
         return app(environ, start_response)
 
-    server = make_server("127.0.0.1", 0, without_conditions if args.no_conditions else app, True,
+    server = make_server("127.0.0.1", 0, without_conditions if ignored else app, True,
                          request_handler=MotoRequestHandler)
     host, port = server.server_address[:2]
     print(f"http://{host}:{port}", flush=True)

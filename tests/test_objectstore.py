@@ -14,6 +14,14 @@ from lakehouse.errors import ConfigError
 from lakehouse.objectstore import S3, is_s3, normalize_uri
 from lakehouse.settings import Settings
 
+
+@pytest.fixture(autouse=True)
+def no_aws_profile(tmp_path, monkeypatch):
+    """No AWS config file of the machine's user: the region defaults are this file's to set."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
 SECRET = "wJalrXUtnFEMI-never-in-output"
 AWS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_SESSION_TOKEN": SECRET + "-token"}
 
@@ -27,7 +35,9 @@ def test_s3_uris_are_written_one_way(uri, expected):
 
 
 @pytest.mark.parametrize("uri", ["s3://", "s3://ab", "s3://Lake", "s3://-lake", "s3://la..ke", "s3://lake_1",
-                                 "s3://" + "a" * 64, "s3://lake/a//b", "s3://lake/../x", "s3://lake/./x"])
+                                 "s3://" + "a" * 64, "s3://lake/a//b", "s3://lake/../x", "s3://lake/./x",
+                                 "s3://lake//a", "s3://192.168.1.1/x", "s3://lake/a b", "s3://lake/a#b",
+                                 "s3://lake/a?b", "s3://lake/%2e%2e/x", "s3://lake/a\\b", "s3://lake/a\tb"])
 def test_bad_s3_uris_are_refused_by_name(uri):
     with pytest.raises(ConfigError) as e:
         normalize_uri(uri)
@@ -64,6 +74,20 @@ def test_the_standard_variables_alone_are_enough_and_a_loopback_endpoint_means_p
     assert S3.resolve({"path_style": False}, {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}).path_style is False
 
 
+def test_without_a_region_the_aws_profiles_region_is_used(tmp_path, monkeypatch):
+    config = tmp_path / "config"
+    config.write_text("[default]\nregion = ap-southeast-2\n[profile other]\nregion = sa-east-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    for k in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    assert S3.resolve({}, {}).region == "ap-southeast-2"
+    assert S3.resolve({}, {"AWS_PROFILE": "other"}).region == "sa-east-1"
+    assert S3.resolve({}, {"AWS_PROFILE": "missing"}).region == "us-east-1"
+    assert S3.resolve({}, {"AWS_REGION": "eu-north-1"}).region == "eu-north-1"
+    config.write_text("[default]\n")
+    assert S3.resolve({}, {}).region == "us-east-1"
+
+
 @pytest.mark.parametrize("conf,env,named", [
     ({"endpoint": "ftp://x"}, {}, "[tool.lakehouse.s3] endpoint"),
     ({"endpoint": "http://"}, {}, "[tool.lakehouse.s3] endpoint"),
@@ -74,11 +98,16 @@ def test_the_standard_variables_alone_are_enough_and_a_loopback_endpoint_means_p
     ({"region": "eu west"}, {}, "[tool.lakehouse.s3] region"),
     ({"region": 3}, {}, "[tool.lakehouse.s3] region"),
     ({"bucket": "x"}, {}, "unknown setting(s) bucket"),
+    ({}, {"AWS_ENDPOINT_URL_S3": "nope"}, "AWS_ENDPOINT_URL_S3"),
+    ({}, {"AWS_REGION": "eu west"}, "AWS_REGION"),
+    ({}, {"AWS_DEFAULT_REGION": "x'y"}, "AWS_DEFAULT_REGION"),
+    ({"endpoint": "http://AKID:S3CR3T@127.0.0.1:9000"}, {}, "must not hold credentials"),
+    ({"endpoint": "http://h:port"}, {}, "[tool.lakehouse.s3] endpoint"),
 ])
 def test_bad_store_settings_get_one_line_naming_the_setting(conf, env, named):
     with pytest.raises(ConfigError) as e:
         S3.resolve(conf, env)
-    assert named in str(e.value) and "\n" not in str(e.value)
+    assert named in str(e.value) and "\n" not in str(e.value) and "S3CR3T" not in str(e.value)
 
 
 def test_each_engine_gets_the_store_and_none_gets_the_credentials(monkeypatch):
@@ -170,7 +199,7 @@ def test_spark_settings_come_from_the_table_then_the_variable_then_conf_flags(tm
     assert s.spark_conf() == dict(s.spark_settings)  # a local warehouse: no store settings
     with pytest.raises(ConfigError) as e:
         Settings.resolve(root, env={}, conf=["spark.ok=1", "executor.memory=2g"])
-    assert str(e.value) == "--conf: 'executor.memory=2g' is not spark.KEY=VALUE"
+    assert str(e.value) == "--conf: 'executor.memory' is not spark.KEY=VALUE"
 
 
 def test_a_bad_conf_flag_is_a_usage_error_naming_it(tmp_path):
@@ -179,4 +208,4 @@ def test_a_bad_conf_flag_is_a_usage_error_naming_it(tmp_path):
     from lakehouse.cli import cli
 
     r = CliRunner().invoke(cli, ["--project", str(tmp_path), "--conf", "spark.x", "tables"])
-    assert r.exit_code == 2 and "--conf" in r.output and "'spark.x' is not spark.KEY=VALUE" in r.output
+    assert r.exit_code == 2 and "--conf" in r.output and "an item without '=' is not spark.KEY=VALUE" in r.output

@@ -84,21 +84,28 @@ def test_appends_from_racing_writers_are_all_kept_once(lake):
     assert storage.read_json_lines(log, tail_bytes=60)[-1] in docs
 
 
-def test_a_store_without_conditional_writes_is_refused_by_name(lake, monkeypatch):
-    storage.require_conditional_writes(lake)  # moto honours If-None-Match
-    old = S3Server(conditional=False)
+@pytest.mark.parametrize("ignored", [("If-None-Match", "If-Match"), ("If-Match",), ("If-None-Match",)])
+def test_a_store_without_conditional_writes_is_refused_by_name_before_any_exclusive_write(lake, monkeypatch, ignored):
+    storage.require_conditional_writes(lake)  # moto honours both conditions
+    from lakehouse.lease import Lease
+
+    old = S3Server(ignore=ignored)
     try:
         monkeypatch.setenv("AWS_ENDPOINT_URL", old.endpoint)
         objectstore.use(None)
-        lake = storage.join(old.bucket(), "wh")
-        assert storage.create_exclusive(storage.join(lake, "x"), b"1")
-        assert storage.create_exclusive(storage.join(lake, "x"), b"2")  # what such a store does
-        with pytest.raises(ConfigError) as e:
-            storage.require_conditional_writes(lake)
-        msg = str(e.value)
-        assert old.endpoint in msg and "If-None-Match" in msg and "\n" not in msg
-        assert AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"] not in msg
-        assert storage.list_files(storage.join(lake, "_lakehouse")) == []  # the probe is gone
+        bucket = old.bucket()
+        lake = storage.join(bucket, "wh")
+        for attempt in (
+            lambda: storage.create_exclusive(storage.join(lake, "x"), b"1"),
+            lambda: storage.append_json_lines(storage.join(lake, "log.jsonl"), [{"n": 1}]),
+            lambda: Lease(storage.join(lake, "t", "_stream", "lock"), "a producer").acquire(),
+        ):
+            with pytest.raises(ConfigError) as e:
+                attempt()
+            msg = str(e.value)
+            assert old.endpoint in msg and "If-None-Match" in msg and "\n" not in msg
+            assert AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"] not in msg
+        assert storage.list_files(bucket) == []  # nothing written, the probes gone
     finally:
         old.stop()
         objectstore.use(None)
@@ -134,9 +141,18 @@ def test_a_lakehouse_on_an_s3_warehouse_makes_its_store_the_process_one(s3_serve
     (tmp_path / "pyproject.toml").write_text(f'[tool.lakehouse.s3]\nendpoint = "{s3_server.endpoint}"\n'
                                              'region = "eu-west-1"\n')
     monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)  # restored afterwards, as AWS_REGION:
+    monkeypatch.setenv("AWS_REGION", AWS_TEST_ENV["AWS_REGION"])
     try:
-        Lakehouse(Settings.resolve(tmp_path, warehouse="s3a://lake-x/wh"))
-        assert objectstore.active() == S3(endpoint=s3_server.endpoint, region="eu-west-1", path_style=True)
+        lh = Lakehouse(Settings.resolve(tmp_path, warehouse="s3a://lake-x/wh"))
+        store = S3(endpoint=s3_server.endpoint, region="eu-west-1", path_style=True)
+        assert objectstore.active() == store
+        # the processes it starts (Spark's Python workers) reach the same store, and a cluster's executors
+        assert (os.environ["AWS_ENDPOINT_URL_S3"], os.environ["AWS_REGION"]) == (s3_server.endpoint, "eu-west-1")
+        assert S3.resolve({}, dict(os.environ)) == store
+        conf = lh.settings.spark_conf()
+        assert conf["spark.executorEnv.AWS_ENDPOINT_URL_S3"] == s3_server.endpoint
+        assert conf["spark.executorEnv.AWS_REGION"] == "eu-west-1"
     finally:
         objectstore.use(None)
 

@@ -34,6 +34,17 @@ def test_small_job_settings_apply_to_local_masters_only() -> None:
     assert "spark.sql.shuffle.partitions" not in session.spark_conf("spark://127.0.0.1:7077")
 
 
+def test_a_cluster_merges_shuffle_partitions_by_size_not_by_cores(monkeypatch) -> None:
+    monkeypatch.delenv("LAKEHOUSE_SPARK_CONF", raising=False)
+    for master in ("spark://10.0.0.5:7077", "yarn", "k8s://https://10.0.0.1:6443"):
+        conf = session.spark_conf(master)
+        assert conf["spark.sql.adaptive.enabled"] == "true"
+        assert conf["spark.sql.adaptive.coalescePartitions.parallelismFirst"] == "false"
+    assert "spark.sql.adaptive.coalescePartitions.parallelismFirst" not in session.spark_conf("local[2]")
+    monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", "spark.sql.adaptive.coalescePartitions.parallelismFirst=true")
+    assert session.spark_conf("yarn")["spark.sql.adaptive.coalescePartitions.parallelismFirst"] == "true"
+
+
 def test_spark_conf_from_the_environment_wins_and_bad_items_are_refused_by_name(monkeypatch) -> None:
     from lakehouse.errors import ConfigError
 
@@ -42,11 +53,12 @@ def test_spark_conf_from_the_environment_wins_and_bad_items_are_refused_by_name(
         conf = session.spark_conf(master)
         assert conf["spark.sql.shuffle.partitions"] == "7" and conf["spark.a.b"] == "x=y"
         assert conf["spark.sql.session.timeZone"] == "UTC"  # lakehouse's own stay
-    for bad in ("spark.sql.x", "sql.x=1", "spark.=1", "spark.x=", "=1"):
+    for bad, shown in (("spark.sql.x", "an item without '='"), ("sql.x=1", "'sql.x'"), ("spark.=1", "'spark.'"),
+                       ("spark.x=", "'spark.x'"), ("=1", "''"), ("fs.s3a.secret.key=S3CR3T", "'fs.s3a.secret.key'")):
         monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", f"spark.ok=1 {bad}")
         with pytest.raises(ConfigError) as e:
             session.spark_conf("local[1]")
-        assert str(e.value) == f"LAKEHOUSE_SPARK_CONF: {bad!r} is not spark.KEY=VALUE"
+        assert str(e.value) == f"LAKEHOUSE_SPARK_CONF: {shown} is not spark.KEY=VALUE"  # never the value
     monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", "   ")
     assert "spark.ok" not in session.spark_conf("local[1]")
 

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse import storage
+from lakehouse import objectstore, storage
 from lakehouse.errors import ConfigError, LakehouseError
 from lakehouse.lease import alive
 from lakehouse.settings import Settings, env
@@ -281,8 +281,9 @@ def serve(project: str, warehouse: str, master: str, port: int) -> None:
     storage.remove_tree(str(scratch))
     scratch.mkdir(mode=0o700, parents=True)
     quoted = '"' + str(scratch).replace("\\", "\\\\").replace('"', '\\"') + '"'  # Spark splits options like a shell
-    project_conf = {**Settings.resolve(project, warehouse, master).spark_conf(),
-                    **json.loads(env("LAKEHOUSE_SERVER_CONF") or "{}")}
+    settings = Settings.resolve(project, warehouse, master)
+    objectstore.use(settings.s3)  # the store's variables for the server's Python workers
+    project_conf = {**settings.spark_conf(), **json.loads(env("LAKEHOUSE_SERVER_CONF") or "{}")}
     spark = get_spark(master, java_options=f"-Djava.io.tmpdir={quoted}",
                       extra_conf={**project_conf, **connect_conf(port), "spark.local.dir": str(scratch)})
     deadline = time.monotonic() + 60

@@ -60,6 +60,10 @@ def delta_jars() -> list[str]:
     return jars
 
 
+S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+"""hadoop-aws's file system, which lakehouse.objectstore names for s3:// paths."""
+
+
 def s3_jars() -> list[str]:
     """hadoop-aws and the AWS SDK bundle as ``make s3`` recorded them (paths in Maven's local
     repository); refused, naming the fix, when they were not resolved or have gone."""
@@ -106,6 +110,13 @@ def spark_conf(master: str, java_options: str = "") -> dict[str, str]:
         conf["spark.sql.sources.parallelPartitionDiscovery.parallelism"] = "8"
         conf["spark.databricks.delta.snapshotPartitions"] = "2"
         conf["spark.driver.memory"] = env("LAKEHOUSE_DRIVER_MEMORY") or "2g"
+    else:
+        # A cluster: Spark's 200 shuffle partitions stay the ceiling, and adaptive execution (on by
+        # default) merges them by size (64 MB each) instead of keeping one per core: a few
+        # megabytes run as one task, a big day as many.
+        conf["spark.sql.adaptive.enabled"] = "true"
+        conf["spark.sql.adaptive.coalescePartitions.enabled"] = "true"
+        conf["spark.sql.adaptive.coalescePartitions.parallelismFirst"] = "false"
     conf.update(env_spark_conf())  # the user's settings win over lakehouse's
     return conf
 
@@ -144,7 +155,9 @@ def get_spark(master: str = "local[*]", java_options: str = "",
             log.warning("Delta jars not cached in %s; resolving %s with Ivy", jars_dir(), DELTA_PACKAGE)
             named = [p for p in conf.get("spark.jars.packages", "").split(",") if p.strip()]
             conf["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *named])  # the user's kept
-        s3 = s3_jars() if any(k.startswith("spark.hadoop.fs.s3a.") for k in conf) else []  # an S3 warehouse
+        own_aws = "hadoop-aws" in conf.get("spark.jars", "") + conf.get("spark.jars.packages", "")
+        on_s3 = conf.get("spark.hadoop.fs.s3.impl") == S3A  # lakehouse.objectstore's settings: an S3 warehouse
+        s3 = s3_jars() if on_s3 and not own_aws else []  # the user's own hadoop-aws is kept instead
         for k, v in with_jars(conf, [*delta, *s3]).items():
             builder = builder.config(k, v)
         try:
