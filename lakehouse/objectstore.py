@@ -17,8 +17,10 @@ package index, and a secret that names the credential chain, not the credentials
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -237,8 +239,6 @@ def use(s3: S3 | None) -> None:
     global _ACTIVE
     _ACTIVE = s3
     if s3 is not None:
-        import os
-
         os.environ["AWS_REGION"] = s3.region
         if s3.endpoint is not None:
             os.environ["AWS_ENDPOINT_URL_S3"] = s3.endpoint
@@ -254,6 +254,16 @@ def active() -> S3:
     Spark executor, which inherits the driver's environment)."""
     if _ACTIVE is not None:
         return _ACTIVE
-    import os
+    return _from_variables(tuple(os.environ.get(name, "") for name in _VARIABLES))
 
-    return S3.resolve({}, dict(os.environ))
+
+_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE",
+              "AWS_CONFIG_FILE")
+"""The standard AWS variables a store's settings depend on."""
+
+
+@lru_cache(maxsize=8)
+def _from_variables(values: tuple[str, ...]) -> S3:
+    """The store those variables' values describe (resolved once per set of values: the AWS
+    profile's region is read from a file)."""
+    return S3.resolve({}, {k: v for k, v in zip(_VARIABLES, values, strict=True) if v})
