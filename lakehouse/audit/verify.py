@@ -105,19 +105,18 @@ def _views(d: TableDefinition) -> tuple[str, str]:
 
 
 def _spark_views(spark: "SparkSession", split: Split) -> list[Callable[[], None]]:
-    """Registering the table's archive and stored views on Spark (two steps, to run at once)."""
+    """Registering the table's archive and stored views on Spark (one step, run beside the other
+    tables' steps): its two pinned versions are loaded once for both views."""
     from lakehouse.query import spark as spark_q
 
     archive_view, stored_view = _views(split.source.definition)
 
-    def archive() -> None:
-        spark_q.with_cutoff(spark_q.stored_frames(spark, split)[1], split).createOrReplaceTempView(archive_view)
-
-    def stored() -> None:
+    def register() -> None:
         live, arch = spark_q.stored_frames(spark, split)
+        spark_q.with_cutoff(arch, split).createOrReplaceTempView(archive_view)
         live.unionByName(arch).createOrReplaceTempView(stored_view)
 
-    return [archive, stored]
+    return [register]
 
 
 def _duck_views(con: Any, split: Split) -> None:
