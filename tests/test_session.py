@@ -106,3 +106,21 @@ def test_a_spark_driver_maps_the_class_archive_setup_recorded(tmp_path) -> None:
     for cls in ("org.apache.spark.sql.SparkSession ", "org.apache.spark.sql.delta.DeltaLog "):
         line = next(x for x in loaded.splitlines() if cls in x)
         assert "shared objects file" in line, line
+
+
+def test_s3_jars_come_from_what_make_s3_recorded_or_are_refused_naming_the_fix(tmp_path, monkeypatch) -> None:
+    from lakehouse.errors import ConfigError
+
+    monkeypatch.setenv("LAKEHOUSE_JARS", str(tmp_path / "jars"))
+    with pytest.raises(ConfigError) as e:
+        session.s3_jars()
+    assert "not resolved yet" in str(e.value) and "run `make s3`" in str(e.value)
+    aws, bundle = tmp_path / "hadoop-aws-3.4.1.jar", tmp_path / "bundle-2.24.6.jar"
+    (tmp_path / "jars-s3").mkdir()
+    (tmp_path / "jars-s3" / "classpath.txt").write_text(f"{aws},{bundle}\n")
+    aws.write_bytes(b"")
+    with pytest.raises(ConfigError) as e:
+        session.s3_jars()
+    assert f"missing: {bundle}" in str(e.value)
+    bundle.write_bytes(b"")
+    assert session.s3_jars() == [str(aws), str(bundle)]
