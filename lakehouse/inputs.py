@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from lakehouse import storage
 from lakehouse.errors import InputError
 from lakehouse.records import Unreadable
 
@@ -97,11 +98,12 @@ class LongLines:
 @contextlib.contextmanager
 def _open_text(path: str, long: LongLines) -> Iterator[Iterator[str]]:
     """The file's lines (split at \\n only, ends kept), decoded as UTF-8 line by line."""
-    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # noqa: SIM115
-    try:
-        yield utf8_lines(path, raw, 1, long)
-    finally:
-        raw.close()
+    with storage.open_read(path) as f:
+        raw = gzip.GzipFile(fileobj=f, mode="rb") if path.endswith(".gz") else f
+        try:
+            yield utf8_lines(path, raw, 1, long)
+        finally:
+            raw.close()
 
 
 def utf8_lines(path: str, raw: Any, first_line: int, long: LongLines,
@@ -158,7 +160,7 @@ def _cut(raw: str) -> str:
 def read_records(path: str, fmt: Format, columns: list[str],
                  max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[RawRecord | RawReject]:
     """Yield the file's records in file order."""
-    if not os.path.isfile(path):
+    if not storage.is_file(path):
         raise InputError(f"{path}: no such file")
     long = LongLines(max_record_bytes)
     try:
@@ -325,7 +327,9 @@ def open_parquet(path: str, columns: list[str]) -> Any:
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(storage.arrow_input(path))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
     except Exception as e:  # noqa: BLE001 - pyarrow raises several types for bad files
         raise InputError(f"{path}: not a readable Parquet file: {e}") from None
     _check_columns(path, pf.schema_arrow.names, columns)

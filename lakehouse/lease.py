@@ -296,6 +296,29 @@ def file_lock(path: str, busy: Callable[[], str], wait: float = 0.0) -> Iterator
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def exclusive(path: str, what: str, busy: Callable[[], str], wait: float = 0.0) -> Iterator[None]:
+    """One holder of ``path`` at a time across processes: on a local path an OS lock
+    (:func:`file_lock`, freed even by SIGKILL); on an object store a lease in the folder ``path``
+    (conditional writes, renewed while held; a holder killed on this machine is seen gone at once,
+    one elsewhere when its lease expires). Waits up to ``wait`` seconds, then raises ``LeaseHeld``
+    with ``busy()``."""
+    local = storage.local_path(path)
+    if local is not None:
+        with file_lock(local, busy, wait):
+            yield
+        return
+    lease = Lease(path, what)
+    try:
+        within(lease.acquire, wait, what, pause=0.2, max_pause=1.0)
+    except LeaseHeld as e:
+        raise LeaseHeld(f"{busy()}; {e}") from None
+    try:
+        yield
+    finally:
+        lease.release()
+
+
 # -- the table's lease: one job per table at a time ----------------------------------------------
 
 @contextlib.contextmanager

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
 import os
 import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 import pyarrow.fs as pafs
@@ -145,6 +147,80 @@ def require_conditional_writes(uri: str) -> None:
 
 
 # -- reading ------------------------------------------------------------------------------------
+
+def absolute(path: str) -> str:
+    """A file's one spelling: a local path made absolute, an S3 URI in its ``s3://`` form."""
+    if is_local(path):
+        return os.path.abspath(path)
+    return objectstore.normalize_uri(path) if is_s3(path) else path
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file as a listing or a look at it finds it."""
+
+    name: str
+    """The file's name in its folder."""
+    size: int
+    mtime_ns: int
+    """Last modification (an object store: when the object was written, to the second or better)."""
+
+
+def file_info(path: str) -> FileInfo | None:
+    """Size and modification time of a file; None when there is no file at ``path`` (missing, or
+    a folder)."""
+    if is_local(path):
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return FileInfo(os.path.basename(path), st.st_size, st.st_mtime_ns) if os.path.isfile(path) else None
+    fs, p = filesystem(path)
+    info = fs.get_file_info(p)
+    if info.type != pafs.FileType.File:
+        return None
+    return FileInfo(info.base_name, int(info.size or 0), int(info.mtime_ns or 0))
+
+
+def list_file_infos(folder: str) -> list[FileInfo]:
+    """The files directly in an object-store folder (a prefix), with sizes and times, by name.
+    An empty or absent prefix has none; a missing bucket raises FileNotFoundError naming it.
+    (A local folder's listing, links and all, is its reader's: ``os.scandir``.)"""
+    fs, p = filesystem(folder)
+    if is_s3(folder):
+        bucket = p.split("/", 1)[0]
+        if fs.get_file_info(bucket).type == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"{folder}: no bucket {bucket}")
+    infos = fs.get_file_info(pafs.FileSelector(p.rstrip("/"), recursive=False, allow_not_found=True))
+    return sorted((FileInfo(i.base_name, int(i.size or 0), int(i.mtime_ns or 0))
+                   for i in infos if i.type == pafs.FileType.File), key=lambda f: f.name)
+
+
+def open_read(path: str) -> IO[bytes]:
+    """A file opened for reading bytes, seekable (an object is read in ranges, buffered by the
+    megabyte); FileNotFoundError when it is missing."""
+    if is_local(path):
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    fs, p = filesystem(path)
+    try:
+        raw = fs.open_input_file(p)
+    except (FileNotFoundError, OSError) as e:
+        if fs.get_file_info(p).type != pafs.FileType.File:
+            raise FileNotFoundError(path) from None
+        raise OSError(f"{path}: {e}") from None
+    return io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[arg-type]
+
+
+def arrow_input(path: str) -> Any:
+    """What pyarrow's readers (Parquet) take for a file: a local path, or an object's random-access
+    file (FileNotFoundError when it is missing)."""
+    if is_local(path):
+        return path
+    fs, p = filesystem(path)
+    if fs.get_file_info(p).type != pafs.FileType.File:
+        raise FileNotFoundError(path)
+    return fs.open_input_file(p)
+
 
 def exists(path: str) -> bool:
     """Whether a file or folder exists at ``path``."""
@@ -367,6 +443,12 @@ def open_write(path: str) -> Iterator[IO[bytes]]:
         yield out  # type: ignore[misc]
 
 
+def copy_file(src: str, dest: str) -> None:
+    """Copy one file (local or object store, either way) to a new file at ``dest``."""
+    with open_read(src) as f, open_write(dest) as out:
+        shutil.copyfileobj(f, out, 8 << 20)
+
+
 def rename(src: str, dest: str) -> None:
     """Move a file or folder (local: one atomic rename on the same filesystem)."""
     if is_local(src) and is_local(dest):
@@ -420,10 +502,13 @@ def remove_tree(path: str) -> None:
 
 
 def disk_usage(folder: str) -> tuple[int, int]:
-    """(files, bytes) under a local folder, recursively ((0, 0) when absent or remote)."""
+    """(files, bytes) under a folder, recursively ((0, 0) when absent)."""
     files = size = 0
     if not is_local(folder):
-        return files, size
+        fs, p = filesystem(folder)
+        infos = fs.get_file_info(pafs.FileSelector(p.rstrip("/"), recursive=True, allow_not_found=True))
+        found = [i for i in infos if i.type == pafs.FileType.File]
+        return len(found), sum(int(i.size or 0) for i in found)
     for root, _, names in os.walk(folder):
         for n in names:
             with contextlib.suppress(OSError):

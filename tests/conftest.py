@@ -357,6 +357,33 @@ class S3Server:
 
 
 @pytest.fixture(scope="session")
+def s3_spark(s3_server: S3Server) -> Iterator[str]:
+    """A Spark Connect server (``lakehouse server``, master local[2]) for warehouses on the suite's
+    S3 server: hadoop-aws on its class path, the store's settings in its Spark and in its Python
+    workers' environment. Commands of the s3 tests reach Spark through it (``LAKEHOUSE_REMOTE``),
+    as a user's do once ``lakehouse server start`` ran on an S3 project; its URL (with its token)."""
+    import tempfile
+
+    from lakehouse.spark import server
+
+    root = Path(tempfile.mkdtemp(prefix="lakehouse-s3-server-"))
+    settings = Settings.resolve(root, s3_server.bucket() + "/server", MASTER, env={})
+    saved = dict(os.environ)
+    os.environ.update(LAKEHOUSE_SHUFFLE_PARTITIONS="2", LAKEHOUSE_SERVER_OWNER=str(os.getpid()),
+                      LAKEHOUSE_SPARK_CONF=SMALL_JOBS)
+    try:
+        rec = server.start(settings)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        yield rec.url
+    finally:
+        server.stop(settings)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
     """The suite's S3 API server, with the standard AWS variables pointing at it for the rest of
     the session (child processes inherit them); stopped at the end."""

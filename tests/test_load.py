@@ -178,3 +178,36 @@ def test_follow_symlinks_allows_links_out(spark, project):
     outside = project.text("outside.csv", HEADER + "1,1,1.00,a,2026-11-20T10:00:00Z\n")
     os.symlink(outside, land / "link.csv")
     assert project.lh.ingest("events", str(land), drain=True).rows == 1
+
+
+def test_on_a_cluster_local_files_are_copied_where_executors_reach_them_and_named_as_given(spark, project,
+                                                                                          monkeypatch):
+    """Executors of a cluster cannot open a file of this machine: a batch Spark stages has its local
+    files copied into its staging on the warehouse first (offsets and line numbers hold), rejects
+    name the files as given, and the copies go once parsed. Here the session is a local one told
+    it cannot see this machine's files (what ``sees_local_files`` answers for a cluster master)."""
+    from lakehouse.ingest import batch
+
+    events(project, block_size="256KB").create("events")
+    lines = [f"{i},{i % 7},{i % 100}.25,n{i},2026-11-20T{i % 24:02d}:{i % 60:02d}:00Z" for i in range(1, 60_001)]
+    lines[40_000] = "40001,x,1.00,bad,2026-11-20T10:00:00Z"
+    big = project.text("big.csv", HEADER + "\n".join(lines) + "\n")  # about 2 MB: Spark stages it
+    gone = project.text("gone.csv", HEADER + "1,1,1.00,a,2026-11-20T10:00:00Z\n")
+    copied: list[tuple[str, str]] = []
+    real_copy = batch.storage.copy_file
+    monkeypatch.setattr(batch, "sees_local_files", lambda spark: False)
+    monkeypatch.setattr(batch.storage, "copy_file", lambda src, dest: (copied.append((src, dest)), real_copy(src, dest)))
+    Path(gone).unlink()
+    result = project.lh.load("events", [big, gone])
+    assert [src for src, _ in copied] == [big]
+    assert copied[0][1].startswith(project.lh.paths("events").staging) and "/inputs/" in copied[0][1]
+    assert (result.rows_loaded, result.rows_rejected) == (59_999, 1)
+    assert [(f.source, f.error) for f in result.files_rejected] == [(gone, f"{gone}: no such file")]
+    rejects = project.lh.rejects("events")
+    assert sorted((r["source"], r["line"]) for r in rejects if r["line"] is not None) == [(big, 40_002)]
+    assert not any("/inputs/" in (r["source"] or "") + (r["reason"] or "") for r in rejects)
+    assert not any("/inputs/" in p for p in _files(project.lh.paths("events").staging))
+
+
+def _files(folder: str) -> list[str]:
+    return [os.path.join(root, f) for root, _, names in os.walk(folder) for f in names]

@@ -4,8 +4,10 @@ variables alone."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -15,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 from lakehouse import delta_log, objectstore, storage
-from lakehouse.errors import ConfigError
+from lakehouse.errors import ConfigError, InputError
 from lakehouse.objectstore import S3
-from tests.conftest import AWS_TEST_ENV, FAST_JVM, SMALL_JOBS, S3Server, cli_in_process
+from tests.conftest import AWS_TEST_ENV, FAST_JVM, REPO, SMALL_JOBS, S3Server, cli_in_process
 
 pytestmark = pytest.mark.s3
 
@@ -258,3 +260,213 @@ def test_the_tables_lease_on_the_store_refuses_a_second_job(lake):
         assert "archive" in str(e.value)
     with table_lease(paths, "optimize") as again:
         assert again is not None and again.generation == 2
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_story_told_on_s3_answers_as_on_a_local_warehouse(s3_server, s3_spark, repo_copy, spark, tmp_path):
+    """Load (a file of this machine, one already in the bucket), ingest of a landing prefix, two
+    producers, archive, both engines, --as-of, rejects, vectors, jobs, optimize, vacuum, verify,
+    check: on the S3 server every answer is the local warehouse's (tests/scale_story.py)."""
+    from tests import scale_story
+
+    data = tmp_path / "data"
+    files = scale_story.make_data(data)
+    bucket = s3_server.bucket()
+    here = {"inputs": tmp_path / "inputs", "landing": tmp_path / "landing"}
+    for folder in here.values():
+        folder.mkdir()
+    for name in (scale_story.IN_STORE, *scale_story.LANDED):
+        kind = "inputs" if name == scale_story.IN_STORE else "landing"
+        storage.copy_file(str(files[name]), f"{bucket}/{kind}/{name}")
+        storage.copy_file(str(files[name]), str(here[kind] / name))
+
+    def local(args: list[str]) -> tuple[int, str, str]:
+        r = cli_in_process(repo_copy, "--format", "json", *args)
+        return r.returncode, r.stdout, r.stderr
+
+    places = {repo_copy.settings.warehouse: "<warehouse>", str(data): "<data>", str(here["inputs"]): "<inputs>",
+              str(here["landing"]): "<landing>"}
+    expected = scale_story.tell(local, str(data), str(here["inputs"]), str(here["landing"]), places)
+    assert [s for s in expected if s["code"]] == []
+
+    other = tmp_path / "remote"  # its own project folder: the server records, logs and GE project apart
+    for d in ("tables", "migrations", "queries"):
+        shutil.copytree(repo_copy.root / d, other / d)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    env.update(LAKEHOUSE_REMOTE=s3_spark)
+    run = subprocess.run([sys.executable, "-m", "tests.scale_story", "--project", str(other), "--warehouse",
+                          f"{bucket}/wh", "--data", str(data), "--inputs", f"{bucket}/inputs", "--landing",
+                          f"{bucket}/landing"], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    told = json.loads(run.stdout)
+    assert len(told) == len(expected)
+    differ = [(want["args"][:3], _differences(want, got), got["err"]) for want, got in zip(expected, told) if got != want]
+    print(json.dumps(differ, indent=1))
+    assert differ == []
+    assert not (other / "s3:").exists() and not (REPO / "s3:").exists()
+
+
+def _differences(want: object, got: object, at: str = "") -> list[str]:
+    """Where two JSON documents differ (the first few leaves), for a readable failure."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        out = [f"{at}.{k}: missing on one side" for k in sorted(set(want) ^ set(got))]
+        for k in sorted(set(want) & set(got)):
+            out += _differences(want[k], got[k], f"{at}.{k}")
+        return out[:6]
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        return [d for i, (w, g) in enumerate(zip(want, got)) for d in _differences(w, g, f"{at}[{i}]")][:6]
+    return [] if want == got else [f"{at}: {str(want)[:150]!r} != {str(got)[:150]!r}"]
+
+
+def test_input_files_on_the_store_are_read_in_ranges_listed_and_copied_like_local_ones(lake, tmp_path):
+    local = tmp_path / "in.csv"
+    body = b"a,b\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(200_000))  # about 2.5 MB
+    local.write_bytes(body)
+    remote = storage.join(lake, "inputs", "in.csv")
+    storage.copy_file(str(local), remote)
+    assert storage.absolute("s3a://" + remote[len("s3://"):]) == remote
+    info = storage.file_info(remote)
+    assert info is not None and (info.name, info.size) == ("in.csv", len(body)) and info.mtime_ns > 0
+    assert storage.file_info(storage.join(lake, "inputs")) is None  # a prefix is not a file
+    assert storage.file_info(storage.join(lake, "nothing.csv")) is None
+    with storage.open_read(remote) as f:
+        assert f.readline() == b"a,b\n"
+        f.seek(len(body) - 7)
+        assert f.read() == body[-7:]
+        f.seek(1_000_000)
+        assert f.read(10) == body[1_000_000:1_000_010]
+    with pytest.raises(FileNotFoundError):
+        storage.open_read(storage.join(lake, "nothing.csv"))
+    storage.copy_file(remote, str(tmp_path / "back.csv"))
+    assert (tmp_path / "back.csv").read_bytes() == body
+    storage.write_text(storage.join(lake, "inputs", "sub", "deeper.csv"), "a,b\n")
+    storage.write_text(storage.join(lake, "inputs", "_in_progress.csv"), "a,b\n")
+    assert [f.name for f in storage.list_file_infos(storage.join(lake, "inputs"))] == ["_in_progress.csv", "in.csv"]
+    assert storage.list_file_infos(storage.join(lake, "empty")) == []
+    with pytest.raises(FileNotFoundError, match="no bucket"):
+        storage.list_file_infos("s3://no-such-bucket-here/landing")
+    assert storage.disk_usage(storage.join(lake, "inputs")) == (3, len(body) + 8)
+
+
+def test_a_landing_prefix_is_listed_by_pattern_without_hidden_or_nested_objects(lake):
+    import yaml
+
+    from lakehouse.definitions import parse_definition
+    from lakehouse.ingest.scanner import check_source, list_source
+    from lakehouse.ingest.state import canonical_source, source_key
+
+    data = yaml.safe_load((REPO / "tables" / "trips.yaml").read_text(encoding="utf-8"))
+    settings = parse_definition(data, "tables/trips.yaml").ingest
+    landing = storage.join(lake, "landing")
+    check_source(landing)  # an empty prefix: an empty landing, not an error
+    for name in ("trips_20261120T0000.csv", "trips_20261120T0100.jsonl", ".trips_20261120T0200.csv",
+                 "_trips_20261120T0300.csv", "notes.txt", "old/trips_20261119T0000.csv"):
+        storage.write_text(storage.join(landing, name), "x")
+    listed = list_source(landing, settings)
+    assert [f.name for f in listed] == ["trips_20261120T0000.csv", "trips_20261120T0100.jsonl"]
+    assert all(f.size == 1 and f.mtime_ns > 0 and f.refused is None for f in listed)
+    assert canonical_source("s3a://" + landing[len("s3://"):] + "/") == landing  # one source, however spelled
+    assert source_key(landing + "/") == source_key(landing)
+    for bad in ("s3://no-such-bucket-here/landing",):
+        with pytest.raises(InputError, match="no-such-bucket-here"):
+            check_source(bad)
+
+
+EVENTS = r"""
+name: events
+columns:
+  - {name: id,     type: long, nullable: false}
+  - {name: amount, type: double}
+  - {name: at,     type: timestamp, nullable: false}
+event_time: at
+archive:
+  delay: 1h
+ingest:
+  format: csv
+  sort_field: TIME_IN_FILENAME
+  filename_time: {regex: 'ev_(\d{4})', format: '%H%M'}
+  ingress_delay_interval: 0
+  ingress_file_scan_wait: 0s
+  block_size: 200B
+"""
+
+
+def _events_file(f: int) -> tuple[bytes, list[int]]:
+    """A file of 12 good rows (ids unique across files) and one bad row, at minute ``f`` of 10:00."""
+    ids = [f * 100 + i for i in range(12)]
+    lines = ["id,amount,at"] + [f"{i},{i / 2},2026-11-20T10:{f % 60:02d}:00Z" for i in ids]
+    lines.insert(5, f"{f}x,oops,2026-11-20T10:00:00Z")
+    return ("\n".join(lines) + "\n").encode(), ids
+
+
+def _on(remote: str, root, warehouse: str, *args: str, crash: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``lakehouse ARGS`` in a process of its own on the S3 Spark Connect server (no JVM of its own),
+    killed at the crash point ``crash`` if given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    env.update(LAKEHOUSE_REMOTE=remote, **({"LAKEHOUSE_CRASH_AT": crash} if crash else {}))
+    return subprocess.run([sys.executable, "-m", "lakehouse.cli", "--project", str(root), "--warehouse", warehouse,
+                           "--format", "json", *args], env=env, cwd=root, capture_output=True, text=True, timeout=600)
+
+
+def _held(warehouse: str) -> tuple[list[int], list[tuple[str, int]]]:
+    """The ids of events' live and archive, and the (source, line) of its rejects, read with deltalake."""
+    from lakehouse.warehouse import TablePaths
+
+    paths = TablePaths(warehouse, "events")
+    ids = [r["id"] for part in (paths.live, paths.archive) if delta_log.exists(part)
+           for r in delta_log.scan(part, "SELECT id FROM t").to_pylist()]
+    rejects = [(r["source"], r["line"]) for r in delta_log.scan(paths.rejects, "SELECT source, line FROM t").to_pylist()]
+    return ids, rejects
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing(s3_server, s3_spark, project):
+    """SIGKILL an ``ingest`` of a landing prefix and a ``producer insert`` at each named point of
+    their write path on the S3 server, run the next command: every file's rows are in the table
+    exactly once, whole or not at all, and every reject once."""
+    from collections import Counter
+
+    project.table(EVENTS)
+    project.migration("0001_create_events.py", "def upgrade(ctx):\n    ctx.create_table('events')\n")
+    bucket = s3_server.bucket()
+    wh, landing = f"{bucket}/wh", f"{bucket}/landing"
+    run = functools.partial(_on, s3_spark, project.root, wh)
+    assert run("migrate").returncode == 0
+    files: dict[str, list[int]] = {}
+
+    def consistent(complete: bool) -> None:
+        ids, rejects = _held(wh)
+        assert not [i for i, n in Counter(ids).items() if n > 1], "rows loaded twice"
+        seen = [[i in set(ids) for i in want] for want in files.values()]
+        assert all(all(v) or not any(v) for v in seen), "a file is partly visible"
+        assert len(rejects) == len(set(rejects)), "rejects recorded twice"
+        if complete:
+            assert sorted(ids) == sorted(i for v in files.values() for i in v)
+            assert sorted(rejects) == sorted((name, 6) for name in files)
+
+    for f, point in enumerate(("ingest_after_take", "ingest_after_staging", "ingest_after_live", "ingest_after_state")):
+        body, ids = _events_file(f)
+        storage.write_bytes(f"{landing}/ev_{f:04d}.csv", body)
+        files[f"{landing}/ev_{f:04d}.csv"] = ids
+        killed = run("ingest", "events", "--source", landing, crash=point)
+        assert killed.returncode == -9, (point, killed.stderr[-2000:])
+        consistent(complete=False)
+    done = run("ingest", "events", "--source", landing, "--drain")
+    assert done.returncode == 0, done.stderr[-2000:]
+    consistent(complete=True)
+
+    assert run("producer", "events", "p", "attach").returncode == 0
+    for f, point in enumerate(("ingest_after_take", "ingest_after_staging", "stream_after_insert", "ingest_after_state"),
+                              start=10):
+        body, ids = _events_file(f)
+        local = project.root / "data" / f"p_{f}.csv"
+        local.write_bytes(body)
+        files[str(local)] = ids
+        killed = run("producer", "events", "p", "insert", str(local), crash=point)
+        assert killed.returncode == -9, (point, killed.stderr[-2000:])
+        again = run("producer", "events", "p", "insert", str(local))  # the retry an application makes
+        assert again.returncode == 0, (point, again.stderr[-2000:])
+    assert run("producer", "events", "p", "detach").returncode == 0  # what it held back goes into live
+    consistent(complete=True)

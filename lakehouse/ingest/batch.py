@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import json
 import logging
 import os
 import time
@@ -23,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import crashpoints, delta_log
+from lakehouse import crashpoints, delta_log, storage
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError, first_line
 from lakehouse.ingest import stage_local
@@ -40,7 +39,7 @@ from lakehouse.ingest.state import (
     producer_of,
 )
 from lakehouse.inputs import Format, detect_format
-from lakehouse.spark.session import parallelism
+from lakehouse.spark.session import parallelism, sees_local_files
 from lakehouse.spark.tasks import per_item
 from lakehouse.staging import (
     FILE_COLUMN,
@@ -51,7 +50,7 @@ from lakehouse.staging import (
     REJECT,
     block_schema,
 )
-from lakehouse.storage import join, remove_tree, write_json
+from lakehouse.storage import is_local, join, remove_tree, write_json
 from lakehouse.stream import staged
 from lakehouse.stream.entries import DueRejects
 from lakehouse.warehouse import TablePaths
@@ -100,12 +99,12 @@ def plan_entry(state: IngestState, e: FileEntry, definition: TableDefinition, fi
     link in a landing directory leads out of it, or (``verify``) when its content is no longer the
     content recorded when it was taken."""
     path = state.path_of(e)
-    if not is_files_source(state.source) and not definition.ingest.follow_symlinks:
+    if not is_files_source(state.source) and not definition.ingest.follow_symlinks and is_local(path):
         real = os.path.realpath(path)
         if not real.startswith(state.source.rstrip("/") + "/"):  # checked at scan; again now
             raise InputError(f"{e.name}: a symbolic link to a file outside the landing directory; "
                              "not read (set ingest.follow_symlinks: true to allow)")
-    if verify and e.checksum and os.path.isfile(path) and content_checksum(path) != e.checksum:
+    if verify and e.checksum and storage.is_file(path) and content_checksum(path) != e.checksum:
         raise InputError(f"{path}: changed since it was taken (its content is not the content recorded "
                          "then); not loaded: load it again")
     try:
@@ -120,7 +119,7 @@ def plan_entry(state: IngestState, e: FileEntry, definition: TableDefinition, fi
 def content_checksum(path: str) -> str:
     """SHA-256 of a file's content (read in pieces)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with storage.open_read(path) as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
@@ -188,7 +187,7 @@ def discard(paths: TablePaths, store: StateStore, state: IngestState, batch: Bat
         if os.path.dirname(path).startswith(inbox):
             del state.files[name]
             with contextlib.suppress(OSError):
-                os.remove(path)
+                storage.delete(path)
             continue
         e.status, e.rows, e.rows_rejected = "discarded", 0, 0
         e.error = (f"{path}: its insert (batch {batch.number} of {state.source}) was interrupted before the "
@@ -226,14 +225,13 @@ class BatchRunner:
         started = time.monotonic()
         app = state.app_id
         staging = join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}")
-        manifest_path = os.path.join(staging, "manifest.json")
+        manifest_path = join(staging, "manifest.json")
         # a batch of a run before streams went straight into live with the source's SetTransaction
         live_done = (delta_log.txn_version(self.paths.live, app) or 0) >= batch.number
         replay = self.stream.replay(self.producer, app, batch.number)
         manifest: dict[str, Any] | None = replay.get("manifest") if replay else None
-        if manifest is None and os.path.exists(manifest_path):
-            with open(manifest_path, encoding="utf-8") as f:
-                manifest = json.load(f)
+        if manifest is None and storage.is_file(manifest_path):
+            manifest = storage.read_json(manifest_path)
         paths = [state.path_of(state.files[n]) for n in batch.files]
         failed_paths = [state.path_of(state.files[n]) if n in state.files else n for n, _ in batch.failed]
         shown = [_shown(state, n, self.paths.root) for n in batch.files]
@@ -315,11 +313,10 @@ class BatchRunner:
         prefix = f"ingest-{state.key}-"
         pending = {f"{prefix}{b.number:08d}" for b in state.pending}
         staged = {os.path.basename(p.rstrip("/")) for p in self.stream.store.referenced()}
-        if os.path.isdir(self.paths.staging):
-            for name in os.listdir(self.paths.staging):
-                mine = name.startswith(prefix) and name[len(prefix):].isdigit()  # not "ingest-load-x-..." for "load"
-                if mine and name not in pending and name not in staged:
-                    remove_tree(join(self.paths.staging, name))
+        for name in storage.list_names(self.paths.staging):
+            mine = name.startswith(prefix) and name[len(prefix):].isdigit()  # not "ingest-load-x-..." for "load"
+            if mine and name not in pending and name not in staged:
+                remove_tree(join(self.paths.staging, name))
 
     def _plan_blocks(self, state: IngestState, batch: Batch, verify: bool) -> list[Block]:
         blocks: list[Block] = []
@@ -338,10 +335,16 @@ class BatchRunner:
         """Parse the batch's blocks into staging (a small batch in this process, others with Spark
         tasks); the manifest of what they hold."""
         remove_tree(staging)
+        copies: dict[str, str] = {}
         if stage_local.stageable(blocks):
             stats = stage_local.stage(self.definition, blocks, staging)
         else:
+            spark = self.spark_factory()
+            if not sees_local_files(spark):
+                blocks, copies = reachable(blocks, staging)
             stats = self._stage_with_spark(blocks, staging)
+            if copies:
+                remove_tree(join(staging, "inputs"))  # parsed: the rows are staged
         crashpoints.reached("ingest_after_staging")
         files: dict[str, dict[str, Any]] = {str(i): {"good": 0, "rejected": 0, "error": None}
                                             for i in range(len(batch.files))}
@@ -355,6 +358,8 @@ class BatchRunner:
             elif kind == REJECT:
                 f["rejected"] += n
             elif kind == FILE_ERROR:
+                for copy, original in copies.items():  # named as given, not as copied
+                    reason = reason.replace(copy, original) if reason else reason
                 f["error"] = f["error"] or reason
         for f in files.values():
             if not f["error"]:
@@ -395,6 +400,20 @@ class BatchRunner:
 
     def _staged(self, spark: "SparkSession", staging: str) -> "DataFrame":
         return spark.read.parquet(join(staging, "rows"))
+
+
+def reachable(blocks: list[Block], staging: str) -> tuple[list[Block], dict[str, str]]:
+    """The blocks with every local input file copied into the batch's staging on the warehouse,
+    which a cluster's executors reach (a file on this machine they cannot); the copy keeps the
+    bytes, so the blocks' offsets hold. Also the copies' paths -> the files' own paths."""
+    copies: dict[str, str] = {}
+    for b in blocks:
+        if is_local(b.path) and b.path not in copies and storage.is_file(b.path):
+            dest = join(staging, "inputs", f"{len(copies):05d}-{os.path.basename(b.path)}")
+            storage.copy_file(b.path, dest)
+            copies[b.path] = dest
+    log.info("copied %d input file(s) into %s for the cluster's executors", len(copies), staging)
+    return [replace(b, path=copies.get(b.path, b.path)) for b in blocks], {v: k for k, v in copies.items()}
 
 
 # -- block descriptors as Spark rows -------------------------------------------------------------

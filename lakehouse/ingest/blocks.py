@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from dataclasses import dataclass
 
+from lakehouse import storage
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
 from lakehouse.ingest.splitting import record_starts
@@ -63,7 +63,7 @@ class Block:
         (a compressed stream, a Parquet file); 1 when the file cannot be seen (its parser says why)."""
         if self.whole or self.format == "parquet":
             try:
-                return max(1, os.path.getsize(self.path))
+                return max(1, storage.size(self.path))
             except OSError:
                 return 1
         return max(1, self.end - self.start)
@@ -73,9 +73,10 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
     """Cut one file into blocks; InputError for a problem with the whole file found up front
     (missing, empty, unreadable header, first JSON line not an object, not Parquet)."""
     columns = definition.column_names
-    if not os.path.isfile(path):
+    info = storage.file_info(path)
+    if info is None:
         raise InputError(f"{path}: no such file")
-    size = os.path.getsize(path)
+    size = info.size
     if fmt == "parquet":
         return _plan_parquet(path, columns, block_size, file_index)
     if size == 0:
@@ -89,7 +90,7 @@ def plan_file(path: str, fmt: Format, definition: TableDefinition, block_size: i
     data_start = 0
     first_line = 1
     if fmt == "csv":
-        with open(path, "rb") as f:
+        with storage.open_read(path) as f:
             first = f.readline(max_record + 1)
         if len(first) > max_record and not first.endswith(b"\n"):
             raise InputError(f"{path}: line 1: the header row is longer than max_record_bytes ({max_record} bytes)")
@@ -117,7 +118,7 @@ SNIFF = 64 << 10
 
 def _check_text(path: str) -> None:
     """Fail fast on a file that is not UTF-8 text at its start (binary data, another encoding)."""
-    with open(path, "rb") as f:
+    with storage.open_read(path) as f:
         head = f.read(SNIFF)
     nul = head.find(b"\x00")
     if nul >= 0:

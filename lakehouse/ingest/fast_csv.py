@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakehouse import grammar
+from lakehouse import grammar, storage
 from lakehouse.definitions import TableDefinition
 from lakehouse.ingest.blocks import Block
 from lakehouse.ingest.splitting import QUOTE, longest_line, quotes_follow_rfc4180
@@ -31,7 +31,7 @@ def fast_csv_block(definition: TableDefinition, block: Block) -> pa.Table | None
     assert block.header is not None
     if block.end - block.start > definition.ingest.block_size + definition.ingest.max_record_bytes:
         return None  # a block stretched by an over-long record: stream it row by row instead
-    with open(block.path, "rb") as f:
+    with storage.open_read(block.path) as f:
         f.seek(block.start)
         data = f.read(block.end - block.start)
     if not data:

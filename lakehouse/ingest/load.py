@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import crashpoints
+from lakehouse import crashpoints, storage
 from lakehouse.definitions import TableDefinition
-from lakehouse.errors import InputError
+from lakehouse.errors import ConfigError, InputError
 from lakehouse.ingest.batch import (
     BatchResult,
     BatchRunner,
@@ -39,7 +39,6 @@ from lakehouse.ingest.state import (
 )
 from lakehouse.inputs import detect_format
 from lakehouse.live import check_loadable
-from lakehouse.storage import is_local
 from lakehouse.stream.engine import Stream
 from lakehouse.stream.model import StreamError
 from lakehouse.warehouse import TablePaths
@@ -150,8 +149,6 @@ class Load:
 
     def __init__(self, spark_factory: Callable[[], "SparkSession"], warehouse: str,
                  definition: TableDefinition, producer: str = "load", stream: Stream | None = None) -> None:
-        if not is_local(warehouse):
-            raise InputError(f"load keeps its state and staging on the warehouse; {warehouse} is not a local path yet")
         self.definition = definition
         self.paths = TablePaths(warehouse, definition.name)
         self.store = StateStore(self.paths)
@@ -222,24 +219,25 @@ class Load:
         taken_paths: set[str] = set()
         recovered_paths = {p for p, _ in recovered}
         for given in files:
-            path = os.path.abspath(given)
-            shown = os.fsencode(path).decode("utf-8", "backslashreplace")
-            entry = FileEntry(f"{seq:08d}", seq, 0, 0, None, "queued", seen_at=now, path=shown)
+            entry = FileEntry(f"{seq:08d}", seq, 0, 0, None, "queued", seen_at=now, path=given)
             try:
+                path = storage.absolute(given)
+                shown = entry.path = os.fsencode(path).decode("utf-8", "backslashreplace")
                 if shown != path:  # no engine can carry the name; the content is never read
                     raise InputError(f"{shown}: the file name is not UTF-8; rename the file to load it")
-                st = os.stat(path)
-                if not os.path.isfile(path):
-                    raise InputError(f"{path}: not a regular file")
-                entry.size, entry.mtime_ns = st.st_size, st.st_mtime_ns
+                info = storage.file_info(path)
+                if info is None:
+                    raise InputError(f"{path}: not a regular file" if storage.exists(path) else f"{path}: no such file")
+                entry.size, entry.mtime_ns = info.size, info.mtime_ns
                 entry.format = detect_format(path, fmt)
                 entry.checksum = content_checksum(path)
             except FileNotFoundError:
-                entry.status, entry.error = "failed", f"{path}: no such file"
+                entry.status, entry.error = "failed", f"{entry.path}: no such file"
             except InputError as e:
                 entry.status, entry.error = "failed", str(e)
-            except OSError as e:
-                entry.status, entry.error = "failed", f"{path}: cannot read: {e.strerror or e}"
+            except (OSError, ConfigError) as e:  # a bucket that is not there, a store not set up
+                entry.status, entry.error = "failed", f"{entry.path}: cannot read: {getattr(e, 'strerror', None) or e}"
+            path = shown = entry.path or given
             if (shown, entry.checksum) in recovered or (entry.checksum is None and shown in recovered_paths):
                 continue  # finished just now from the interrupted load (whatever --force says)
             if shown in taken_paths:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakehouse import storage
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError, first_line
 from lakehouse.ingest.blocks import Block
@@ -46,7 +47,7 @@ def block_records(block: Block, columns: list[str], max_record_bytes: int) -> It
         yield from read_records(block.path, block.format, columns, max_record_bytes)
         return
     long = LongLines(max_record_bytes)
-    with open(block.path, "rb") as f:
+    with storage.open_read(block.path) as f:
         f.seek(block.start)
         stream = utf8_lines(block.path, f, block.first_line, long, length=block.end - block.start)
         if block.format == "csv":

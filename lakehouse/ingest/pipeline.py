@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import crashpoints
+from lakehouse import crashpoints, storage
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import InputError
 from lakehouse.ingest.batch import BatchResult, BatchRunner, continue_numbering, plan_entry
-from lakehouse.ingest.scanner import Listed, implied_time, is_complete, list_source
+from lakehouse.ingest.scanner import Listed, check_source, implied_time, is_complete, list_source
 from lakehouse.ingest.state import (
     LOAD_SOURCE,
     Batch,
@@ -41,7 +40,6 @@ from lakehouse.ingest.state import (
 from lakehouse.ingest.tsort import FileTSort
 from lakehouse.live import check_loadable
 from lakehouse.output import format_timestamp
-from lakehouse.storage import is_local
 from lakehouse.stream.engine import Stream
 from lakehouse.times import micros
 from lakehouse.warehouse import TablePaths
@@ -143,8 +141,6 @@ class Ingest:
                  definition: TableDefinition, source: str,
                  on_batch: Callable[[BatchResult], None] | None = None,
                  on_start: Callable[[Batch, int], None] | None = None, producer: str | None = None) -> None:
-        if not is_local(warehouse):
-            raise InputError(f"ingest keeps its state and staging on the warehouse; {warehouse} is not a local path yet")
         self.definition = definition
         self.settings = definition.ingest
         self.paths = TablePaths(warehouse, definition.name)
@@ -167,8 +163,7 @@ class Ingest:
             stop: threading.Event | None = None) -> IngestReport:
         """``--once`` (default) or ``--watch`` until ``stop`` is set; ``drain`` takes every queued
         file at the end; ``dry_run`` reports what would happen and changes nothing."""
-        if not os.path.isdir(self.source):
-            raise InputError(f"{self.source}: no such directory")
+        check_source(self.source)
         check_loadable(self.definition, self.paths)
         stop = stop or threading.Event()
         report = IngestReport(self.definition.name, self.source, dry_run=dry_run)
@@ -271,7 +266,7 @@ class Ingest:
         e.modified = (f"modified after it was {was} (size {e.size} -> {f.size} bytes, "
                       f"at {format_timestamp(f.mtime)}); not reloaded")
         report.modified.append(e.name)
-        log.warning("%s: %s", os.path.join(self.source, e.name), e.modified)
+        log.warning("%s: %s", storage.join(self.source, e.name), e.modified)
 
     def _late(self, state: IngestState, e: FileEntry, report: IngestReport) -> None:
         assert state.t_read is not None and e.implied_time is not None
@@ -280,15 +275,13 @@ class Ingest:
                    f"({state.t_read.name}, {format_timestamp(state.t_read.time)}); not loaded")
         folder = self.settings.late_folder
         if folder and not report.dry_run:
-            target = os.path.join(self.source, folder)
-            os.makedirs(target, exist_ok=True)
-            dest = os.path.join(target, e.name)
-            if not os.path.exists(dest):
-                os.rename(os.path.join(self.source, e.name), dest)
+            dest = storage.join(self.source, folder, e.name)
+            if not storage.exists(dest):  # (an object store's move is a copy, then a delete)
+                storage.rename(storage.join(self.source, e.name), dest)
                 e.moved_to = dest
                 e.error += f"; moved to {dest}"
         report.late.append(e.name)
-        log.warning("%s: %s", os.path.join(self.source, e.name), e.error)
+        log.warning("%s: %s", storage.join(self.source, e.name), e.error)
 
     def _tsort(self, state: IngestState) -> FileTSort:
         queued = state.queued()

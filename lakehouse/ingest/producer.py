@@ -160,7 +160,8 @@ class Producer:
             data = pa.Table.from_pylist(rows) if rows else pa.table({})
         if not isinstance(data, pa.Table):
             raise InputError(f"producer {self.name!r}: cannot insert a {type(data).__name__}")
-        pq.write_table(data, path)
+        with storage.open_write(path) as out:
+            pq.write_table(data, out)
         return [path]
 
     # -- context manager ----------------------------------------------------------------------------

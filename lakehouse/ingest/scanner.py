@@ -13,8 +13,10 @@ import os
 import re
 from dataclasses import dataclass
 
+from lakehouse import storage
 from lakehouse.definitions import IngestSettings
-from lakehouse.errors import InputError
+from lakehouse.errors import InputError, first_line
+from lakehouse.storage import FileInfo, is_local
 
 UTC = dt.timezone.utc
 
@@ -36,11 +38,34 @@ class Listed:
             microsecond=(self.mtime_ns // 1000) % 1_000_000)
 
 
+def check_source(source: str) -> None:
+    """InputError naming the landing directory when it cannot be scanned: a local folder that is
+    not there, an object-store prefix whose bucket is not (an empty prefix is an empty landing)."""
+    if is_local(source):
+        if not os.path.isdir(source):
+            raise InputError(f"{source}: no such directory")
+        return
+    _object_listing(source)
+
+
+def _object_listing(source: str) -> list[FileInfo]:
+    try:
+        return storage.list_file_infos(source)
+    except FileNotFoundError as e:
+        raise InputError(str(e)) from None
+    except OSError as e:
+        raise InputError(f"{source}: cannot list the landing prefix: {first_line(e, 200)}") from None
+
+
 def list_source(source: str, settings: IngestSettings) -> list[Listed]:
-    """The files of a landing directory that ingest considers, by name."""
+    """The files of a landing directory that ingest considers, by name. An object-store landing
+    prefix is listed (its objects directly under the prefix; no links there)."""
+    pattern = re.compile(settings.pattern) if settings.pattern else None
+    if not is_local(source):
+        return [Listed(f.name, f.size, f.mtime_ns) for f in _object_listing(source)
+                if not f.name.startswith((".", "_")) and (pattern is None or pattern.search(f.name))]
     if not os.path.isdir(source):
         raise InputError(f"{source}: no such directory")
-    pattern = re.compile(settings.pattern) if settings.pattern else None
     root = os.path.realpath(source)
     out = []
     with os.scandir(source) as it:

@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from lakehouse import storage
+
 SCAN_CHUNK = 16 << 20
 """Bytes read and scanned at a time."""
 NL, CR, QUOTE, COMMA = 10, 13, 34, 44
@@ -34,7 +36,7 @@ def record_starts(path: str, data_start: int, size: int, block_size: int,
     out: list[tuple[int, int]] = []
     if not wanted:
         return out
-    with open(path, "rb") as f:
+    with storage.open_read(path) as f:
         f.seek(data_start)
         newlines_before = 1 if data_start else 0  # newlines in [0, chunk start): the header's
         quotes_before = 0

@@ -24,8 +24,8 @@ from typing import Any
 from lakehouse import storage
 from lakehouse.errors import LakehouseError
 from lakehouse.ingest.tsort import T
-from lakehouse.lease import LeaseHeld, file_lock
-from lakehouse.storage import join, write_json
+from lakehouse.lease import LeaseHeld, exclusive
+from lakehouse.storage import absolute, is_local, join, write_json
 from lakehouse.warehouse import TablePaths
 
 STATUSES = ("queued", "ingested", "late", "failed", "discarded")
@@ -66,6 +66,8 @@ def canonical_source(source: str) -> str:
     """A landing directory's one name: its real path (symlinks, ``./x/``, ``x`` all agree)."""
     if is_files_source(source):
         return source
+    if not is_local(source):  # an object-store prefix: its one spelling
+        return absolute(source).rstrip("/")
     return os.path.realpath(source).rstrip("/") or "/"
 
 
@@ -215,7 +217,7 @@ class IngestState:
 
     def path_of(self, e: FileEntry) -> str:
         """Where a file seen by this source is."""
-        return e.path or os.path.join(self.source, e.name)
+        return e.path or join(self.source, e.name)
 
     def queued(self) -> list[FileEntry]:
         """Files waiting in the queue (not yet taken into a batch), in seen order."""
@@ -315,8 +317,8 @@ class StateStore:
 
     @contextlib.contextmanager
     def lock(self, source: str, wait: float = 0.0) -> Iterator[None]:
-        """One ingest of a source into a table at a time (an OS lock, freed on SIGKILL); waits up
-        to ``wait`` seconds for another holder to finish."""
+        """One ingest of a source into a table at a time (an OS lock, freed on SIGKILL; on an object
+        store a lease); waits up to ``wait`` seconds for another holder to finish."""
         storage.make_dirs(self.folder)
         path = self.path(source) + ".lock"
         what = ("load" if source == LOAD_SOURCE else f"insert by {source[10:-1]}" if is_files_source(source)
@@ -325,7 +327,7 @@ class StateStore:
                 + (f" (waited {wait:.0f}s)" if wait else ""))
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(file_lock(path, lambda: busy, wait))
+                stack.enter_context(exclusive(path, what, lambda: busy, wait))
             except LeaseHeld:
                 raise LakehouseError(busy) from None  # not transient: another ingest runs
             yield

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -249,6 +250,18 @@ def current() -> "SparkSession | None":
 def is_connect(spark: "SparkSession") -> bool:
     """Whether ``spark`` is a Spark Connect session (no SparkContext, no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def sees_local_files(spark: "SparkSession") -> bool:
+    """Whether the session's tasks can open this machine's files: its master is ``local`` and its
+    driver runs here (in this process, or a Connect server on this host). On a cluster, or a
+    Connect server elsewhere, a file on this machine must first be copied where executors reach it."""
+    if not (spark.conf.get("spark.master", None) or "").startswith("local"):
+        return False
+    if not is_connect(spark):
+        return True
+    host = (spark.conf.get("spark.driver.host", None) or "").strip("[]").lower()
+    return host in {"", "localhost", "::1", socket.gethostname().lower(), socket.getfqdn().lower()} or host.startswith("127.")
 
 
 def parallelism(spark: "SparkSession") -> int:
