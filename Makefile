@@ -52,7 +52,7 @@ $(JARS)/.resolved: $(POM) $(VENV)/.installed
 
 # hadoop-aws and the AWS SDK bundle for an s3:// warehouse (`make s3`; `make test` needs them): their
 # paths in Maven's local repository, recorded once; lakehouse.spark.session adds them to spark.jars.
-s3: setup $(S3JARS)/classpath.txt
+s3: setup $(S3JARS)/classpath.txt $(S3JARS)/lakehouse-delta-s3.jar
 
 $(S3JARS)/classpath.txt: $(S3POM) $(VENV)/.installed
 	@mkdir -p $(S3JARS)
@@ -61,6 +61,19 @@ $(S3JARS)/classpath.txt: $(S3POM) $(VENV)/.installed
 	@mvn -q -B -f $(S3POM) dependency:build-classpath -Dmdep.outputFile=$(abspath $@).tmp -Dmdep.pathSeparator=, \
 	  || { echo "error: could not resolve hadoop-aws with Maven (see above)" >&2; exit 1; }
 	@mv $@.tmp $@
+
+# lakehouse's Delta LogStore for S3 (commits as conditional PUTs: concurrent writers never lose one),
+# compiled against the Hadoop, Delta and AWS SDK jars Spark runs with.
+S3LOGSTORE := lakehouse/jvm/src/lakehouse/delta/ConditionalPutLogStore.java
+$(S3JARS)/lakehouse-delta-s3.jar: $(S3LOGSTORE) $(S3JARS)/classpath.txt $(JARS)/.resolved
+	@command -v javac >/dev/null 2>&1 || { echo "error: building the S3 LogStore needs a JDK (javac 17+)" >&2; exit 1; }
+	@echo ">> compiling lakehouse's Delta LogStore for S3"
+	@rm -rf $(S3JARS)/.build && mkdir -p $(S3JARS)/.build
+	@pyspark=$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))'); \
+	  cp="$$(ls $$pyspark/jars/hadoop-client-api-*.jar):$$(ls $(JARS)/delta-storage-*.jar):$$(tr ',' ':' < $(S3JARS)/classpath.txt)"; \
+	  javac --release 17 -nowarn -cp "$$cp" -d $(S3JARS)/.build $(S3LOGSTORE) && \
+	  jar cf $@.tmp -C $(S3JARS)/.build . && mv $@.tmp $@
+	@rm -rf $(S3JARS)/.build
 
 # The Spark driver's class archive (AppCDS, lakehouse/spark/class_archive.py), recorded once from a
 # real run of lakehouse's operations: every later Spark start maps those classes (about 35% faster).

@@ -31,10 +31,11 @@ from lakehouse.errors import (
     TableNotFound,
     first_line,
 )
+from lakehouse.lease import LeaseHeld, exclusive
 from lakehouse.physical import columns_from_dicts, create_table, describe, drift
 from lakehouse.settings import Settings
 from lakehouse.sql import literal, spark_ident
-from lakehouse.storage import remove_tree
+from lakehouse.storage import join, make_dirs, remove_tree
 from lakehouse.warehouse import TablePaths, history_path
 
 if TYPE_CHECKING:
@@ -342,8 +343,26 @@ class MigrateResult:
     drift: list[str]
 
 
+MIGRATE_WAIT = 600.0
+"""Seconds a ``migrate`` waits for another one of the same warehouse to finish."""
+
+
 def migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dry_run: bool = False) -> MigrateResult:
-    """Apply pending migrations in order, then check the tables against tables/*.yaml."""
+    """Apply pending migrations in order, then check the tables against tables/*.yaml. One
+    ``migrate`` of a warehouse at a time (others wait for it, then find nothing pending)."""
+    if dry_run:
+        return _migrate(settings, spark_factory, dry_run)
+    lock = join(settings.warehouse, "_lakehouse", "migrate.lock")
+    make_dirs(join(settings.warehouse, "_lakehouse"))
+    try:
+        with exclusive(lock, "migrate", lambda: f"migrate: another migrate of {settings.warehouse} holds {lock}",
+                       wait=MIGRATE_WAIT):
+            return _migrate(settings, spark_factory, dry_run)
+    except LeaseHeld as e:
+        raise MigrationError(str(e)) from None
+
+
+def _migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dry_run: bool) -> MigrateResult:
     st = status(settings)
     if st.changed:
         raise MigrationError(st.changed[0] + (f" (and {len(st.changed) - 1} more)" if len(st.changed) > 1 else ""))

@@ -32,6 +32,10 @@ SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3"}
 SETTINGS = ("endpoint", "region", "path_style")
 """The keys of ``[tool.lakehouse.s3]``."""
 
+LOG_STORE = "lakehouse.delta.ConditionalPutLogStore"
+"""The Delta LogStore of s3:// tables in Spark: each commit one PUT with If-None-Match: *, which
+only one of several writers of a version wins (Delta 4.0's S3SingleDriverLogStore lets a second
+driver silently replace a commit)."""
 DUCKDB_EXTENSIONS = ("httpfs", "aws")
 """The DuckDB extensions (from the package index) that read S3 with the AWS credential chain."""
 
@@ -130,6 +134,10 @@ class S3:
         Credentials: the AWS SDK's default chain (environment, profile, container, instance)."""
         conf = {
             "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            # Delta commits with a conditional PUT (lakehouse/jvm/src/.../ConditionalPutLogStore.java):
+            # of two processes committing one version, one wins, the other retries; never lost
+            "spark.delta.logStore.s3.impl": LOG_STORE,
+            "spark.delta.logStore.s3a.impl": LOG_STORE,
             "spark.hadoop.fs.s3a.aws.credentials.provider":
                 "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
             "spark.hadoop.fs.s3a.endpoint.region": self.region,

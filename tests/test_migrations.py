@@ -207,3 +207,20 @@ def test_a_failed_migration_is_undone_through_a_connect_server(project, spark):
     proc = cli(project, "migrate")
     assert proc.returncode == 0, proc.stderr
     assert [h.name for h in read_history(project.settings.warehouse)][-1] == "0002_broken"
+
+
+def test_two_migrates_of_one_warehouse_at_once_apply_each_migration_once(project, spark):
+    """Two ``lakehouse migrate`` processes started together: one applies the migrations while the
+    other waits for its lock, then finds nothing pending; the history holds each migration once."""
+    import json
+
+    project.table(TRIPS_SMALL).table(CLICKS)
+    project.migration("0001_create_trips.py", "import time\n\ndef upgrade(ctx):\n    time.sleep(1)\n"
+                      "    ctx.create_table('trips')\n")
+    project.migration("0002_create_clicks.py", "def upgrade(ctx):\n    ctx.create_table('clicks')\n")
+    runs = [cli(project, "--format", "json", "migrate", background=True) for _ in range(2)]
+    outs = [r.communicate(timeout=600) for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], [err[-1500:] for _, err in outs]
+    applied = sorted(json.loads(out)["applied"] for out, _ in outs)
+    assert applied == [[], ["0001_create_trips", "0002_create_clicks"]]
+    assert [h.name for h in read_history(project.settings.warehouse)] == applied[1]

@@ -123,4 +123,9 @@ def test_s3_jars_come_from_what_make_s3_recorded_or_are_refused_naming_the_fix(t
         session.s3_jars()
     assert f"missing: {bundle}" in str(e.value)
     bundle.write_bytes(b"")
-    assert session.s3_jars() == [str(aws), str(bundle)]
+    store = tmp_path / "jars-s3" / session.LOG_STORE_JAR  # the LogStore make s3 compiles
+    with pytest.raises(ConfigError) as e:
+        session.s3_jars()
+    assert f"missing: {store}" in str(e.value)
+    store.write_bytes(b"")
+    assert session.s3_jars() == [str(aws), str(bundle), str(store)]

@@ -65,17 +65,24 @@ S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 """hadoop-aws's file system, which lakehouse.objectstore names for s3:// paths."""
 
 
+LOG_STORE_JAR = "lakehouse-delta-s3.jar"
+"""lakehouse's Delta LogStore for S3 (lakehouse/jvm/src), compiled by ``make s3``."""
+
+
 def s3_jars() -> list[str]:
     """hadoop-aws and the AWS SDK bundle as ``make s3`` recorded them (paths in Maven's local
-    repository); refused, naming the fix, when they were not resolved or have gone."""
-    record = jars_dir().parent / "jars-s3" / "classpath.txt"
+    repository), and the LogStore it built (``lakehouse-delta-s3.jar``); refused, naming the fix,
+    when they were not made or have gone."""
+    folder = jars_dir().parent / "jars-s3"
     try:
-        jars = [j for j in record.read_text().strip().split(",") if j]
+        jars = [j for j in (folder / "classpath.txt").read_text().strip().split(",") if j]
     except FileNotFoundError:
         jars = []
+    if jars:
+        jars.append(str(folder / LOG_STORE_JAR))
     missing = [j for j in jars if not Path(j).is_file()]
     if not jars or missing:
-        raise ConfigError(f"an s3:// warehouse needs hadoop-aws and the AWS SDK bundle on Spark's class path "
+        raise ConfigError(f"an s3:// warehouse needs hadoop-aws, the AWS SDK bundle and lakehouse's S3 LogStore on Spark's class path "
                           f"({'missing: ' + missing[0] if missing else 'not resolved yet'}); run `make s3`")
     return jars
 
