@@ -505,3 +505,85 @@ def test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none(s3_serv
     rows = delta_log.scan(table, "SELECT w, i FROM t").to_pylist()
     assert sorted((r["w"], r["i"]) for r in rows) == [(w, i) for w in "ab" for i in range(commits)]
     assert delta_log.version(table) == 2 * commits  # version 0 made the table
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing(s3_server, s3_spark, project):
+    """SIGKILL ``archive`` on the S3 server after each of its steps, let a load and a producer's
+    insert write next, archive again: every row is in live or the archive exactly once, and
+    ``verify`` (both engines, the ledger, the vector files) passes."""
+    from collections import Counter
+
+    project.table(EVENTS)
+    project.migration("0001_create_events.py", "def upgrade(ctx):\n    ctx.create_table('events')\n")
+    wh = f"{s3_server.bucket()}/wh"
+    run = functools.partial(_on, s3_spark, project.root, wh)
+    assert run("migrate").returncode == 0
+    want: list[int] = []
+
+    def add(f: int, day: int) -> str:
+        body, ids = _events_file(f)
+        path = project.root / "data" / f"ev_{f}.csv"
+        path.write_bytes(body.replace(b"2026-11-20T", f"2026-11-{day:02d}T".encode()))
+        want.extend(ids)
+        return str(path)
+
+    loaded = run("load", "events", add(0, 17), add(1, 18), add(2, 19))
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert run("producer", "events", "p", "attach").returncode == 0
+    for n, point in enumerate(("after_staging", "after_vectors", "after_commit", "after_purge")):
+        killed = run("archive", "events", "--now", f"2026-11-{18 + n // 2:02d}T{12 + n % 2 * 6:02d}:00:00Z", crash=point)
+        assert killed.returncode == -9, (point, killed.stderr[-2000:])
+        assert run("load", "events", add(10 + n, 17 + n % 3)).returncode == 0, point
+        assert run("producer", "events", "p", "insert", add(20 + n, 20)).returncode == 0, point
+    assert run("producer", "events", "p", "detach").returncode == 0
+    done = run("archive", "events", "--now", "2026-11-21T00:00:00Z")
+    assert done.returncode == 0, done.stderr[-2000:]
+    ids, _ = _held(wh)
+    assert sorted(ids) == sorted(want) and max(Counter(ids).values()) == 1
+    verified = run("verify", "events")
+    assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_on_s3_at_once(s3_server, s3_spark,
+                                                                                             project):
+    """Two producers insert from processes of their own while archive runs beside them, all on
+    one table on the S3 server: every row sent is in live or the archive exactly once."""
+    from collections import Counter
+
+    project.table(EVENTS)
+    project.migration("0001_create_events.py", "def upgrade(ctx):\n    ctx.create_table('events')\n")
+    wh = f"{s3_server.bucket()}/wh"
+    run = functools.partial(_on, s3_spark, project.root, wh)
+    assert run("migrate").returncode == 0
+    files: dict[str, list[str]] = {"p": [], "q": []}
+    want: list[int] = []
+    for k in range(8):
+        body, ids = _events_file(30 + k)
+        path = project.root / "data" / f"in_{k}.csv"
+        path.write_bytes(body.replace(b"2026-11-20T10", f"2026-11-{17 + k // 2:02d}T{10 + k % 2}".encode()))
+        files["pq"[k % 2]].append(str(path))
+        want.extend(ids)
+    for name in files:
+        assert run("producer", "events", name, "attach").returncode == 0
+
+    def produce(name: str) -> list[int]:
+        return [run("producer", "events", name, "insert", f).returncode for f in files[name]]
+
+    def archive() -> list[int]:
+        return [run("archive", "events", "--now", f"2026-11-{18 + i}T12:00:00Z").returncode for i in range(3)]
+
+    with ThreadPoolExecutor(3) as pool:
+        inserted = [pool.submit(produce, name) for name in files]
+        archived = pool.submit(archive)
+        assert [f.result() for f in inserted] == [[0] * 4, [0] * 4]
+        assert archived.result() == [0, 0, 0]
+    for name in files:
+        assert run("producer", "events", name, "detach").returncode == 0
+    assert run("archive", "events", "--now", "2026-11-22T00:00:00Z").returncode == 0
+    ids, rejects = _held(wh)
+    assert sorted(ids) == sorted(want) and max(Counter(ids).values()) == 1
+    assert len(rejects) == 8 and len(set(rejects)) == 8
