@@ -244,12 +244,23 @@ def use(s3: S3 | None) -> None:
     and region also go into this process's standard AWS variables, which the processes it starts
     (Spark's Python workers among them) inherit, so lakehouse code in a Spark task reaches the
     same store (on a cluster, ``spark_conf`` hands them to the executors)."""
-    global _ACTIVE
+    global _ACTIVE, _EXPORTED
     _ACTIVE = s3
+    if _EXPORTED is None:  # the variables as the process found them, before any export
+        _EXPORTED = {name: os.environ.get(name) for name in ("AWS_REGION", "AWS_ENDPOINT_URL_S3")}
+    wanted = dict(_EXPORTED)
     if s3 is not None:
-        os.environ["AWS_REGION"] = s3.region
+        wanted["AWS_REGION"] = s3.region
         if s3.endpoint is not None:
-            os.environ["AWS_ENDPOINT_URL_S3"] = s3.endpoint
+            wanted["AWS_ENDPOINT_URL_S3"] = s3.endpoint
+    for name, value in wanted.items():  # another store (or none) later: no stale endpoint stays
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+_EXPORTED: dict[str, str | None] | None = None
 
 
 def configured() -> S3 | None:

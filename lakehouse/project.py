@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakehouse import delta_log, migrations, objectstore, rejects
+from lakehouse import delta_log, migrations, objectstore, rejects, storage
 from lakehouse.definitions import (
     TableDefinition,
     get_definition,
@@ -93,6 +93,7 @@ class Lakehouse:
         self.settings = settings
         if settings.s3 is not None:  # the store every warehouse path of this process reaches
             objectstore.use(settings.s3)
+            storage.check_reachable(settings.warehouse)  # a wrong setting is one line, here
 
     # -- engines --------------------------------------------------------------------------
 

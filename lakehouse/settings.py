@@ -88,8 +88,8 @@ class Settings:
             raise ConfigError(f"remote {remote_raw!r}: a Spark Connect URL starts with sc:// (sc://host:15002)")
         uri = normalize_warehouse(warehouse_raw)
         s3 = S3.resolve(table.get("s3", {}), env) if is_s3(uri) else None
-        spark = {**table["spark"], **parse_spark_conf((env.get("LAKEHOUSE_SPARK_CONF") or "").split(),
-                                                          "LAKEHOUSE_SPARK_CONF"),
+        env_conf = split_spark_conf(env.get("LAKEHOUSE_SPARK_CONF") or "", "LAKEHOUSE_SPARK_CONF")
+        spark = {**table["spark"], **parse_spark_conf(env_conf, "LAKEHOUSE_SPARK_CONF"),
                  **parse_spark_conf(list(conf), "--conf")}
         return cls(project=project_path, warehouse=uri, master=master_raw, remote=remote_raw, s3=s3,
                    spark_settings=tuple(sorted(spark.items())))
@@ -237,9 +237,21 @@ def parse_spark_conf(items: list[str], where: str) -> dict[str, str]:
     return conf
 
 
+def split_spark_conf(text: str, where: str) -> list[str]:
+    """The items of a list of Spark settings separated by spaces, quoted as in a shell when a value
+    holds spaces (``spark.executor.extraJavaOptions='-Xss4m -XX:+UseG1GC'``)."""
+    import shlex
+
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e} (quote a value with spaces as in a shell)") from None
+
+
 def env_spark_conf() -> dict[str, str]:
     """The Spark settings LAKEHOUSE_SPARK_CONF names (``spark.KEY=VALUE`` separated by spaces)."""
-    return parse_spark_conf((env("LAKEHOUSE_SPARK_CONF") or "").split(), "LAKEHOUSE_SPARK_CONF")
+    return parse_spark_conf(split_spark_conf(env("LAKEHOUSE_SPARK_CONF") or "", "LAKEHOUSE_SPARK_CONF"),
+                            "LAKEHOUSE_SPARK_CONF")
 
 
 def set_env(name: str, value: str) -> None:

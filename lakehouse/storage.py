@@ -118,6 +118,46 @@ def _get_with_etag(path: str) -> tuple[bytes, str] | None:
     return got["Body"].read(), got["ETag"]
 
 
+_REACHED: set[tuple[S3, str]] = set()
+
+
+def check_reachable(uri: str) -> None:
+    """Refuse, in one line naming the setting to fix, a warehouse whose bucket cannot be reached:
+    no credentials, an endpoint that does not answer, no such bucket, access denied. One request
+    (HEAD of the bucket) per bucket and process; nothing for a local path."""
+    if not is_s3(uri):
+        return
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    s3 = objectstore.active()
+    bucket, _ = _bucket_key(uri)
+    if (s3, bucket) in _REACHED:
+        return
+    import boto3
+
+    client = boto3.session.Session().client("s3", endpoint_url=s3.endpoint, region_name=s3.region,
+                          config=Config(s3={"addressing_style": "path" if s3.path_style else "virtual"},
+                                        connect_timeout=5, read_timeout=20, retries={"max_attempts": 2}))
+    store = f"the object store at {s3.endpoint} (AWS_ENDPOINT_URL, or endpoint in [tool.lakehouse.s3])" \
+        if s3.endpoint else f"AWS S3 in {s3.region} (AWS_REGION)"
+    try:
+        client.head_bucket(Bucket=bucket)
+    except NoCredentialsError:
+        raise ConfigError(f"warehouse {uri}: no AWS credentials found (set AWS_ACCESS_KEY_ID and "
+                          "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run where an instance role provides them)") from None
+    except ClientError as e:
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        why = {404: f"no bucket {bucket!r} there (create it, or fix the warehouse URI)",
+               403: f"access to bucket {bucket!r} denied for the credentials of the AWS chain",
+               301: f"bucket {bucket!r} is in another region (set AWS_REGION)",
+               400: "the request was refused (check the region, AWS_REGION)"}.get(status or 0, f"HTTP {status}")
+        raise ConfigError(f"warehouse {uri}: {store}: {why}") from None
+    except BotoCoreError as e:  # no connection, a timeout, a bad endpoint
+        raise ConfigError(f"warehouse {uri}: cannot reach {store}: {str(e).splitlines()[0][:200]}") from None
+    _REACHED.add((s3, bucket))
+
+
 _CHECKED: set[tuple[S3, str]] = set()
 
 

@@ -76,6 +76,11 @@ event_time: at
 APART = (
     "tests/test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again",
     "tests/test_stream_kills.py::test_random_kills_lose_and_double_nothing[",
+    "tests/test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse",
+    "tests/test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing",
+    "tests/test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing",
+    "tests/test_s3.py::test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_on_s3_at_once",
+    "tests/test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none",
 )
 SCOPE_SECONDS = {
     "test_archive_safety.py": 275, "test_stream_crash.py": 275, "test_jobs_processes.py": 305,
@@ -91,6 +96,12 @@ SCOPE_SECONDS = {
     "test_ledger.py": 60, "test_stream_interleavings.py": 50, "test_lateness_e2e.py": 20, "test_stream_model.py": 15,
     "test_server.py": 220, "test_format_contract.py": 55, "test_no_spark.py": 30, "test_tour.py": 50,
     "test_bench_cli.py": 45,
+    "test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse": 230,
+    "test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing": 90,
+    "test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing": 60,
+    "test_s3.py::test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_on_s3_at_once": 50,
+    "test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none": 45,
+    "test_s3.py": 15,
 }
 """Seconds each scope took in a `make test` of two workers on this machine (the order they start
 in; an unlisted scope is light and starts after these)."""
@@ -354,6 +365,29 @@ class S3Server:
             self._proc.wait(10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark standalone master and one worker with two cores on free loopback ports
+    (tests/spark_cluster.py, about 15 s to start); its ``spark://`` URL. Its machines hold the
+    suite's S3 credentials, as a cluster's instance role would; stopped at the end."""
+    folder = tmp_path_factory.mktemp("spark-cluster")
+    proc = subprocess.Popen([sys.executable, "-m", "tests.spark_cluster", "--owner", str(os.getpid()),
+                             "--folder", str(folder)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    if not url.startswith("spark://"):
+        proc.kill()
+        raise RuntimeError(f"the Spark cluster did not start: {url!r}")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture(scope="session")

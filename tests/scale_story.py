@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,6 @@ def story(data: str, inputs: str, landing: str) -> Iterator[list[str]]:
     yield ["ingest", "trips", "--source", landing, "--drain"]
     yield ["ingest-log", "trips"]
     yield ["query", SQL, "--engine", "duckdb"]
-    yield ["query", SQL]
     for gateway in ("gw-eu", "gw-us"):
         yield ["producer", "driver_pings", gateway, "attach"]
     for gateway in ("gw-eu", "gw-us"):
@@ -114,13 +114,15 @@ def tell(invoke: Callable[[list[str]], tuple[int, str, str]], data: str, inputs:
     places = {**places, source_key(landing): "<landing-key>"}  # its state's and its loads' names
     told = []
     for args in story(data, inputs, landing):
+        started = time.monotonic()
         code, out, err = invoke(args)
+        took = round(time.monotonic() - started, 1)
         try:
             doc: Any = json.loads(out)
         except ValueError:
             doc = out
         keys = BLANKED + RUNNING_CLOCK if args[:2] == ["jobs", "run"] else BLANKED
-        told.append({"args": blank(args, places), "code": code, "out": blank(doc, places, keys),
+        told.append({"args": blank(args, places), "code": code, "out": blank(doc, places, keys), "seconds": took,
                      "err": err[-1500:] if code else ""})
     return told
 

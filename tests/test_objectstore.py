@@ -200,6 +200,11 @@ def test_spark_settings_come_from_the_table_then_the_variable_then_conf_flags(tm
     with pytest.raises(ConfigError) as e:
         Settings.resolve(root, env={}, conf=["spark.ok=1", "executor.memory=2g"])
     assert str(e.value) == "--conf: 'executor.memory' is not spark.KEY=VALUE"
+    quoted = Settings.resolve(root, env={"LAKEHOUSE_SPARK_CONF": "spark.b=1 spark.executor.extraJavaOptions='-Xss4m -XX:+UseSerialGC'"})
+    assert quoted.spark_conf()["spark.executor.extraJavaOptions"] == "-Xss4m -XX:+UseSerialGC"
+    with pytest.raises(ConfigError) as e:
+        Settings.resolve(root, env={"LAKEHOUSE_SPARK_CONF": "spark.b='secret value"})
+    assert str(e.value).startswith("LAKEHOUSE_SPARK_CONF: No closing quotation") and "secret" not in str(e.value)
 
 
 def test_a_bad_conf_flag_is_a_usage_error_naming_it(tmp_path):

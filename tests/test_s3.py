@@ -146,7 +146,8 @@ def test_a_lakehouse_on_an_s3_warehouse_makes_its_store_the_process_one(s3_serve
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)  # restored afterwards, as AWS_REGION:
     monkeypatch.setenv("AWS_REGION", AWS_TEST_ENV["AWS_REGION"])
     try:
-        lh = Lakehouse(Settings.resolve(tmp_path, warehouse="s3a://lake-x/wh"))
+        bucket = s3_server.bucket()[len("s3://"):]
+        lh = Lakehouse(Settings.resolve(tmp_path, warehouse=f"s3a://{bucket}/wh"))
         store = S3(endpoint=s3_server.endpoint, region="eu-west-1", path_style=True)
         assert objectstore.active() == store
         # the processes it starts (Spark's Python workers) reach the same store, and a cluster's executors
@@ -157,58 +158,6 @@ def test_a_lakehouse_on_an_s3_warehouse_makes_its_store_the_process_one(s3_serve
         assert conf["spark.executorEnv.AWS_REGION"] == "eu-west-1"
     finally:
         objectstore.use(None)
-
-
-def _on_s3(root, warehouse: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``lakehouse ARGS`` on ``warehouse`` as a user runs it: a process of its own with its own
-    Spark (the suite's shared session and server have no S3 settings), the AWS variables only."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM, LAKEHOUSE_SPARK_CONF=SMALL_JOBS)
-    return subprocess.run([sys.executable, "-m", "lakehouse.cli", "--project", str(root), "--warehouse", warehouse,
-                           "--format", "json", *args], env=env, cwd=root, capture_output=True, text=True, timeout=600)
-
-
-@pytest.mark.slow
-@pytest.mark.spark
-def test_a_project_on_s3_migrates_and_answers_as_on_a_local_warehouse(s3_server, repo_copy, spark):
-    """Spark (hadoop-aws) creates the tables on the store, deltalake reads their state, DuckDB and
-    Spark answer the same query, and a producer's state goes to the bucket: the same JSON as the
-    same commands on a local warehouse."""
-    wh = storage.join(s3_server.bucket(), "wh")
-    root = repo_copy.root
-    migrated = _on_s3(root, wh, "migrate")
-    assert migrated.returncode == 0, migrated.stderr[-2000:]
-    assert json.loads(migrated.stdout)["applied"] == ["0001_create_trips", "0002_create_driver_pings"]
-    local = cli_in_process(repo_copy, "--format", "json", "migrate")
-    assert local.returncode == 0, local.stderr
-    sql = "SELECT count(*) AS n, min(event_time) AS first FROM trips"
-    for args in (("tables",), ("query", sql, "--engine", "duckdb"), ("producer", "driver_pings", "gw-eu", "attach"),
-                 ("stream", "driver_pings"), ("migrate", "--status")):
-        remote = _on_s3(root, wh, *args)
-        assert remote.returncode == 0, (args, remote.stderr[-2000:])
-        here = cli_in_process(repo_copy, "--format", "json", *args)
-        assert _same(remote.stdout) == _same(here.stdout), args
-    spark_answer = _on_s3(root, wh, "query", sql)
-    assert spark_answer.returncode == 0, spark_answer.stderr[-2000:]
-    assert json.loads(spark_answer.stdout) == [{"n": 0, "first": None}]
-    names = {p.split("/", 4)[-1].split("/", 1)[0] for p in storage.list_files(wh)}
-    assert {"trips", "driver_pings"} <= names
-    assert not (root / "s3:").exists() and not (root / "s3a:").exists()  # nothing lands beside the project
-
-
-def _same(out: str) -> object:
-    """A command's JSON with what differs between two warehouses by nature (instants, lease ends) blanked."""
-    doc = json.loads(out)
-
-    def blank(v: object) -> object:
-        if isinstance(v, dict):
-            return {k: "<t>" if k in ("applied_at", "at", "lease_until", "lease_expires", "attached_at", "checksum") else blank(x)
-                    for k, x in v.items()}
-        if isinstance(v, list):
-            return [blank(x) for x in v]
-        return v
-
-    return blank(doc)
 
 
 def test_a_lease_on_the_store_has_one_holder_at_a_time_and_is_taken_over_when_it_expires(lake):
@@ -264,10 +213,14 @@ def test_the_tables_lease_on_the_store_refuses_a_second_job(lake):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_the_story_told_on_s3_answers_as_on_a_local_warehouse(s3_server, s3_spark, repo_copy, spark, tmp_path):
+@pytest.mark.cluster
+def test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse(s3_server, spark_cluster, repo_copy,
+                                                                            spark, tmp_path):
     """Load (a file of this machine, one already in the bucket), ingest of a landing prefix, two
     producers, archive, both engines, --as-of, rejects, vectors, jobs, optimize, vacuum, verify,
-    check: on the S3 server every answer is the local warehouse's (tests/scale_story.py)."""
+    check: with the warehouse on the S3 server and Spark on a standalone cluster (executors in
+    processes of their own, reaching this machine's files only through the copies lakehouse puts
+    in the bucket) every answer is the one on a local warehouse (tests/scale_story.py)."""
     from tests import scale_story
 
     data = tmp_path / "data"
@@ -285,22 +238,30 @@ def test_the_story_told_on_s3_answers_as_on_a_local_warehouse(s3_server, s3_spar
         r = cli_in_process(repo_copy, "--format", "json", *args)
         return r.returncode, r.stdout, r.stderr
 
-    places = {repo_copy.settings.warehouse: "<warehouse>", str(data): "<data>", str(here["inputs"]): "<inputs>",
-              str(here["landing"]): "<landing>"}
-    expected = scale_story.tell(local, str(data), str(here["inputs"]), str(here["landing"]), places)
-    assert [s for s in expected if s["code"]] == []
-
     other = tmp_path / "remote"  # its own project folder: the server records, logs and GE project apart
     for d in ("tables", "migrations", "queries"):
         shutil.copytree(repo_copy.root / d, other / d)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    env.update(LAKEHOUSE_REMOTE=s3_spark)
-    run = subprocess.run([sys.executable, "-m", "tests.scale_story", "--project", str(other), "--warehouse",
-                          f"{bucket}/wh", "--data", str(data), "--inputs", f"{bucket}/inputs", "--landing",
-                          f"{bucket}/landing"], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    told = json.loads(run.stdout)
+    env.update(LAKEHOUSE_MASTER=spark_cluster, LAKEHOUSE_JAVA_OPTS=FAST_JVM,
+               LAKEHOUSE_SPARK_CONF=f"{SMALL_JOBS} spark.executor.memory=1g spark.executor.extraJavaOptions='{FAST_JVM}'")
+    # the cluster's telling runs in a process of its own while this one tells the story locally
+    remote = subprocess.Popen([sys.executable, "-m", "tests.scale_story", "--project", str(other), "--warehouse",
+                               f"{bucket}/wh", "--data", str(data), "--inputs", f"{bucket}/inputs", "--landing",
+                               f"{bucket}/landing"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        places = {repo_copy.settings.warehouse: "<warehouse>", str(data): "<data>", str(here["inputs"]): "<inputs>",
+                  str(here["landing"]): "<landing>"}
+        expected = scale_story.tell(local, str(data), str(here["inputs"]), str(here["landing"]), places)
+        assert [s for s in expected if s["code"]] == []
+        out, err = remote.communicate(timeout=900)
+    finally:
+        remote.kill()
+    assert remote.returncode == 0, err[-3000:]
+    told = json.loads(out)
     assert len(told) == len(expected)
+    took = {"local": sum(s.pop("seconds") for s in expected), "cluster": sum(s.pop("seconds") for s in told)}
+    print(f"the story took {took['local']:.0f}s on a local warehouse, {took['cluster']:.0f}s on S3 and the cluster")
     differ = [(want["args"][:3], _differences(want, got), got["err"]) for want, got in zip(expected, told) if got != want]
     print(json.dumps(differ, indent=1))
     assert differ == []
@@ -587,3 +548,35 @@ def test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_
     ids, rejects = _held(wh)
     assert sorted(ids) == sorted(want) and max(Counter(ids).values()) == 1
     assert len(rejects) == 8 and len(set(rejects)) == 8
+
+
+def test_bad_object_store_settings_are_one_line_each_naming_the_setting(s3_server, repo_copy, monkeypatch, tmp_path):
+    """No bucket, an endpoint that does not answer, no credentials: the first command says so in
+    one line that names what to set (and never a credential)."""
+    from click.testing import CliRunner
+
+    from lakehouse.cli import cli
+
+    def first_command(warehouse: str) -> tuple[int, str]:
+        objectstore.use(None)
+        r = CliRunner().invoke(cli, ["--project", str(repo_copy.root), "--warehouse", warehouse, "tables"])
+        return r.exit_code, r.output.strip()
+
+    code, out = first_command("s3://no-such-bucket-here/wh")
+    assert code != 0 and out.count("\n") == 0, out
+    assert "no bucket 'no-such-bucket-here'" in out and "AWS_ENDPOINT_URL" in out
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    code, out = first_command(s3_server.bucket() + "/wh")
+    assert code != 0 and out.count("\n") == 0 and "cannot reach the object store at http://127.0.0.1:9" in out, out
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.setenv(name, s3_server.endpoint)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    code, out = first_command(s3_server.bucket() + "/wh")
+    assert code != 0 and out.count("\n") == 0 and "no AWS credentials found" in out and "AWS_ACCESS_KEY_ID" in out, out
+    assert AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"] not in out
+    objectstore.use(None)
