@@ -136,13 +136,15 @@ def check_reachable(uri: str) -> None:
         return
     import boto3
 
-    client = boto3.session.Session().client("s3", endpoint_url=s3.endpoint, region_name=s3.region,
-                          config=Config(s3={"addressing_style": "path" if s3.path_style else "virtual"},
-                                        connect_timeout=5, read_timeout=20, retries={"max_attempts": 2}))
     store = f"the object store at {s3.endpoint} (AWS_ENDPOINT_URL, or endpoint in [tool.lakehouse.s3])" \
         if s3.endpoint else f"AWS S3 in {s3.region} (AWS_REGION)"
     try:
-        client.head_bucket(Bucket=bucket)
+        client = boto3.session.Session().client(
+            "s3", endpoint_url=s3.endpoint, region_name=s3.region,
+            config=Config(s3={"addressing_style": "path" if s3.path_style else "virtual"},
+                          connect_timeout=5, read_timeout=20, retries={"max_attempts": 2}))
+        # a listing of the warehouse's own prefix: credentials limited to that prefix suffice
+        client.list_objects_v2(Bucket=bucket, Prefix=_bucket_key(uri)[1].rstrip("/") + "/", MaxKeys=1)
     except NoCredentialsError:
         raise ConfigError(f"warehouse {uri}: no AWS credentials found (set AWS_ACCESS_KEY_ID and "
                           "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run where an instance role provides them)") from None
@@ -153,7 +155,7 @@ def check_reachable(uri: str) -> None:
                301: f"bucket {bucket!r} is in another region (set AWS_REGION)",
                400: "the request was refused (check the region, AWS_REGION)"}.get(status or 0, f"HTTP {status}")
         raise ConfigError(f"warehouse {uri}: {store}: {why}") from None
-    except BotoCoreError as e:  # no connection, a timeout, a bad endpoint
+    except (BotoCoreError, ValueError) as e:  # no connection, a timeout, a bad endpoint or profile
         raise ConfigError(f"warehouse {uri}: cannot reach {store}: {str(e).splitlines()[0][:200]}") from None
     _REACHED.add((s3, bucket))
 
@@ -189,10 +191,13 @@ def require_conditional_writes(uri: str) -> None:
 # -- reading ------------------------------------------------------------------------------------
 
 def absolute(path: str) -> str:
-    """A file's one spelling: a local path made absolute, an S3 URI in its ``s3://`` form."""
+    """A file's one spelling: a local path made absolute, an S3 URI in its ``s3://`` form (its key
+    as given: an input's name may hold what a warehouse prefix may not)."""
     if is_local(path):
         return os.path.abspath(path)
-    return objectstore.normalize_uri(path) if is_s3(path) else path
+    if is_s3(path):
+        return "s3://" + path.split("://", 1)[1]
+    return path
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse import storage
 from lakehouse.archive import rle
 from lakehouse.archive.state import Snapshot
 from lakehouse.archive.vectors import batch_order, list_files
@@ -145,7 +146,10 @@ class ArchiveFiles:
         written is null in it)."""
         parts = []
         for p in batch_order(paths):
-            t = pq.read_table(p, columns=[c for c in wanted if c in pq.read_schema(p).names])
+            fs, where = storage.filesystem(p)  # an object store's file through lakehouse's store
+            with fs.open_input_file(where) as f:
+                pf = pq.ParquetFile(f)
+                t = pf.read(columns=[c for c in wanted if c in pf.schema_arrow.names])
             for c in wanted:
                 if c not in t.column_names:
                     t = t.append_column(c, pa.nulls(t.num_rows, self.d.column(c).type.arrow()))

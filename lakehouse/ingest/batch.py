@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints, delta_log, storage
 from lakehouse.definitions import TableDefinition
-from lakehouse.errors import InputError, first_line
+from lakehouse.errors import InputError, TransientError, first_line
 from lakehouse.ingest import stage_local
 from lakehouse.ingest.blocks import Block, plan_file
 from lakehouse.ingest.parse import parse_block, unexpected
@@ -408,9 +408,13 @@ def reachable(blocks: list[Block], staging: str) -> tuple[list[Block], dict[str,
     bytes, so the blocks' offsets hold. Also the copies' paths -> the files' own paths."""
     copies: dict[str, str] = {}
     for b in blocks:
-        if is_local(b.path) and b.path not in copies and storage.is_file(b.path):
+        if is_local(b.path) and not b.error and b.path not in copies and storage.is_file(b.path):
             dest = join(staging, "inputs", f"{len(copies):05d}-{os.path.basename(b.path)}")
-            storage.copy_file(b.path, dest)
+            try:
+                storage.copy_file(b.path, dest)
+            except OSError as e:
+                raise TransientError(f"{b.path}: could not copy it into {staging} for the cluster's executors: "
+                                     f"{first_line(e, 200)}") from None
             copies[b.path] = dest
     log.info("copied %d input file(s) into %s for the cluster's executors", len(copies), staging)
     return [replace(b, path=copies.get(b.path, b.path)) for b in blocks], {v: k for k, v in copies.items()}

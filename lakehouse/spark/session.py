@@ -69,17 +69,18 @@ LOG_STORE_JAR = "lakehouse-delta-s3.jar"
 """lakehouse's Delta LogStore for S3 (lakehouse/jvm/src), compiled by ``make s3``."""
 
 
-def s3_jars() -> list[str]:
+def s3_jars(logstore_only: bool = False) -> list[str]:
     """hadoop-aws and the AWS SDK bundle as ``make s3`` recorded them (paths in Maven's local
-    repository), and the LogStore it built (``lakehouse-delta-s3.jar``); refused, naming the fix,
-    when they were not made or have gone."""
+    repository), and the LogStore it built (``lakehouse-delta-s3.jar``; alone with
+    ``logstore_only``: the user brings hadoop-aws); refused, naming the fix, when they were not
+    made or have gone."""
     folder = jars_dir().parent / "jars-s3"
     try:
         jars = [j for j in (folder / "classpath.txt").read_text().strip().split(",") if j]
     except FileNotFoundError:
         jars = []
-    if jars:
-        jars.append(str(folder / LOG_STORE_JAR))
+    if jars or logstore_only:
+        jars = [*([] if logstore_only else jars), str(folder / LOG_STORE_JAR)]
     missing = [j for j in jars if not Path(j).is_file()]
     if not jars or missing:
         raise ConfigError(f"an s3:// warehouse needs hadoop-aws, the AWS SDK bundle and lakehouse's S3 LogStore on Spark's class path "
@@ -165,7 +166,7 @@ def get_spark(master: str = "local[*]", java_options: str = "",
             conf["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *named])  # the user's kept
         own_aws = "hadoop-aws" in conf.get("spark.jars", "") + conf.get("spark.jars.packages", "")
         on_s3 = conf.get("spark.hadoop.fs.s3.impl") == S3A  # lakehouse.objectstore's settings: an S3 warehouse
-        s3 = s3_jars() if on_s3 and not own_aws else []  # the user's own hadoop-aws is kept instead
+        s3 = s3_jars(logstore_only=own_aws) if on_s3 else []  # the user's own hadoop-aws is kept instead
         for k, v in with_jars(conf, [*delta, *s3]).items():
             builder = builder.config(k, v)
         try:

@@ -55,7 +55,8 @@ def read_times(definition: TableDefinition, staging: str, failed: list[int]) -> 
     folder = rows_folder(staging)
     if not storage.exists(folder):
         return {"t": np.zeros(0, np.int64), "f": np.zeros(0, np.int64)}
-    t = ds.dataset(folder, format="parquet").to_table(columns=[et, FILE_COLUMN, KIND_COLUMN],
+    fs, where = storage.filesystem(folder)
+    t = ds.dataset(where, filesystem=fs, format="parquet").to_table(columns=[et, FILE_COLUMN, KIND_COLUMN],
                                                       filter=ds.field(KIND_COLUMN) == GOOD)
     if failed:
         t = t.filter(pc.invert(pc.is_in(t[FILE_COLUMN], value_set=pa.array(failed, t[FILE_COLUMN].type))))

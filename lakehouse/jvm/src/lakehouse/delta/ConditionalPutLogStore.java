@@ -38,7 +38,7 @@ import software.amazon.awssdk.services.s3.model.S3Exception;
  */
 public class ConditionalPutLogStore extends HadoopFileSystemLogStore {
     private static final String WRITE_ID = "lakehouse-write-id";
-    private static final int IN_FLIGHT_RETRIES = 8;
+    private static final long SETTLE_SECONDS = 60;
 
     public ConditionalPutLogStore(Configuration hadoopConf) {
         super(hadoopConf);
@@ -74,50 +74,60 @@ public class ConditionalPutLogStore extends HadoopFileSystemLogStore {
             .contentType("application/json")
             .overrideConfiguration(o -> o.putHeader("If-None-Match", "*"))
             .build();
+        long deadline = System.nanoTime() + SETTLE_SECONDS * 1_000_000_000L;
         for (int attempt = 0; ; attempt++) {
             Exception failure;
             try {
                 client.putObject(request, RequestBody.fromBytes(bytes));
                 return;
             } catch (S3Exception e) {
-                // 412: another writer's N.json, or ours: the client retries a PUT whose answer
-                // it lost, and the retry finds the object the first attempt made (settled below)
-                if (e.statusCode() == 409 && attempt < IN_FLIGHT_RETRIES) {
-                    pause(attempt);  // another writer's conditional PUT of this key is in flight
-                    continue;
+                int status = e.statusCode();
+                if (status == 412) {
+                    // another writer's N.json, or ours: the client retries a PUT whose answer it
+                    // lost, and the retry finds the object the first attempt made
+                    Boolean ours = owner(client, bucket, key, writeId);
+                    if (ours != null) {
+                        if (ours) {
+                            return;
+                        }
+                        throw exists(path, e);
+                    }
+                } else if (status != 409 && status < 500) {
+                    // a definite refusal (403, 400...): nothing was written
+                    throw new IOException("commit " + path + " refused by the store: " + e.getMessage(), e);
                 }
-                failure = e;
+                failure = e;  // 409: another PUT of this key in flight; 5xx: the store failed
             } catch (SdkException e) {
-                failure = e;
+                failure = e;  // no answer: the PUT may have landed
             }
-            IOException outcome = settle(client, bucket, key, writeId, path, failure);
-            if (outcome == null) {
-                return;  // the PUT landed; only its answer was lost
+            // no verdict: ours may have landed. Look; else send the same PUT (same write id) again
+            Boolean ours = owner(client, bucket, key, writeId);
+            if (ours != null) {
+                if (ours) {
+                    return;
+                }
+                throw exists(path, failure);
             }
-            throw outcome;
+            if (System.nanoTime() > deadline) {
+                throw new IOException("commit " + path + ": outcome unknown after " + SETTLE_SECONDS
+                    + "s of attempts (" + failure.getMessage() + "); the object may still appear", failure);
+            }
+            pause(attempt);
         }
     }
 
-    /** After a PUT that failed without a verdict: null (done) if our object is there, a conflict
-     *  if another's is, else the failure as an IOException. */
-    private static IOException settle(S3Client client, String bucket, String key, String writeId,
-                                      Path path, Exception failure) {
+    /** Whether the object is there and this write's (TRUE), another's (FALSE), or not there or
+     *  not knowable now (null). */
+    private static Boolean owner(S3Client client, String bucket, String key, String writeId) {
         HeadObjectResponse head;
         try {
             head = client.headObject(b -> b.bucket(bucket).key(key));
         } catch (NoSuchKeyException missing) {
-            return new IOException("commit " + path + " not written: " + failure.getMessage(), failure);
-        } catch (S3Exception probe) {
-            if (probe.statusCode() == 404) {
-                return new IOException("commit " + path + " not written: " + failure.getMessage(), failure);
-            }
-            return new IOException("commit " + path + ": outcome unknown (" + failure.getMessage()
-                + "); the store could not be asked: " + probe.getMessage(), failure);
-        }
-        if (writeId.equals(head.metadata().get(WRITE_ID))) {
             return null;
+        } catch (SdkException e) {
+            return null;  // 404, or the store not answering: decided by the next attempt
         }
-        return exists(path, failure);
+        return writeId.equals(head.metadata().get(WRITE_ID));
     }
 
     private static FileAlreadyExistsException exists(Path path, Exception cause) {
@@ -128,7 +138,7 @@ public class ConditionalPutLogStore extends HadoopFileSystemLogStore {
 
     private static void pause(int attempt) throws InterruptedIOException {
         try {
-            Thread.sleep(Math.min(1000L, 20L << attempt));
+            Thread.sleep(Math.min(1000L, 20L << Math.min(attempt, 10)));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new InterruptedIOException("interrupted while another commit was in flight");
