@@ -5,7 +5,7 @@ paths take the operating system's calls (durable: fsync before rename, the folde
 other URIs go through pyarrow's filesystems, which also run on Spark's executors; an S3 path reaches
 the store lakehouse.objectstore describes, and what must be exclusive (a create that only one of
 several writers may win, an append to a log) is a conditional PUT (If-None-Match / If-Match), the
-one thing S3 makes atomic besides a whole PUT. Nothing else in
+one thing S3 makes atomic besides a whole PUT (``lakehouse.storage.s3``). Nothing else in
 lakehouse opens, lists or deletes files on a warehouse path; Delta tables themselves are read
 through ``lakehouse.delta_log`` and written by Spark or delta-rs.
 """
@@ -27,8 +27,12 @@ from typing import IO, Any
 import pyarrow.fs as pafs
 
 from lakehouse import objectstore
-from lakehouse.errors import ConfigError, TransientError
-from lakehouse.objectstore import S3, is_s3
+from lakehouse.errors import TransientError
+from lakehouse.objectstore import is_s3
+from lakehouse.storage import s3 as s3io
+from lakehouse.storage.s3 import check_reachable, require_conditional_writes
+
+__all__ = ["check_reachable", "require_conditional_writes"]  # with every function below
 
 
 def is_local(uri: str) -> bool:
@@ -56,136 +60,8 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri
     if is_s3(uri):
-        return _arrow_s3(objectstore.active()), uri.split("://", 1)[1]
+        return s3io.arrow_s3(objectstore.active()), uri.split("://", 1)[1]
     return pafs.FileSystem.from_uri(uri)
-
-
-@functools.lru_cache(maxsize=4)
-def _arrow_s3(s3: S3) -> pafs.FileSystem:
-    return s3.arrow_filesystem()
-
-
-@functools.lru_cache(maxsize=4)
-def _client(s3: S3) -> Any:
-    """A boto3 client of the store (conditional writes, which pyarrow does not make)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client("s3", endpoint_url=s3.endpoint, region_name=s3.region,
-                        config=Config(s3={"addressing_style": "path" if s3.path_style else "virtual"},
-                                      retries={"max_attempts": 5, "mode": "standard"}))
-
-
-def _bucket_key(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.split("://", 1)[1].partition("/")
-    return bucket, key
-
-
-def _put_if(path: str, data: bytes, etag: str | None) -> bool:
-    """One PUT of ``path`` on S3 that succeeds only while the object is as seen: absent
-    (``etag`` None) or with that ETag. False when another writer changed it first (412); a write
-    of the same key in flight (409) is waited out and tried again; other errors propagate."""
-    from botocore.exceptions import ClientError
-
-    bucket, key = _bucket_key(path)
-    cond = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
-    for attempt in range(10):
-        try:
-            _client(objectstore.active()).put_object(Bucket=bucket, Key=key, Body=data, **cond)
-            return True
-        except ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
-            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code == "PreconditionFailed" or status == 412:
-                return False
-            if code != "ConditionalRequestConflict":
-                raise
-            time.sleep(0.05 * 2 ** attempt)
-    raise TransientError(f"{path}: other writers kept a conditional write of it in flight (409 ten times); try again")
-
-
-def _get_with_etag(path: str) -> tuple[bytes, str] | None:
-    """An S3 object's bytes and ETag, or None when it does not exist."""
-    from botocore.exceptions import ClientError
-
-    bucket, key = _bucket_key(path)
-    try:
-        got = _client(objectstore.active()).get_object(Bucket=bucket, Key=key)
-    except ClientError as e:
-        if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return None
-        raise
-    return got["Body"].read(), got["ETag"]
-
-
-_REACHED: set[tuple[S3, str]] = set()
-
-
-def check_reachable(uri: str) -> None:
-    """Refuse, in one line naming the setting to fix, a warehouse whose bucket cannot be reached:
-    no credentials, an endpoint that does not answer, no such bucket, access denied. One request
-    (HEAD of the bucket) per bucket and process; nothing for a local path."""
-    if not is_s3(uri):
-        return
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
-    s3 = objectstore.active()
-    bucket, _ = _bucket_key(uri)
-    if (s3, bucket) in _REACHED:
-        return
-    import boto3
-
-    store = f"the object store at {s3.endpoint} (AWS_ENDPOINT_URL, or endpoint in [tool.lakehouse.s3])" \
-        if s3.endpoint else f"AWS S3 in {s3.region} (AWS_REGION)"
-    try:
-        client = boto3.session.Session().client(
-            "s3", endpoint_url=s3.endpoint, region_name=s3.region,
-            config=Config(s3={"addressing_style": "path" if s3.path_style else "virtual"},
-                          connect_timeout=5, read_timeout=20, retries={"max_attempts": 2}))
-        # a listing of the warehouse's own prefix: credentials limited to that prefix suffice
-        client.list_objects_v2(Bucket=bucket, Prefix=_bucket_key(uri)[1].rstrip("/") + "/", MaxKeys=1)
-    except NoCredentialsError:
-        raise ConfigError(f"warehouse {uri}: no AWS credentials found (set AWS_ACCESS_KEY_ID and "
-                          "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run where an instance role provides them)") from None
-    except ClientError as e:
-        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        why = {404: f"no bucket {bucket!r} there (create it, or fix the warehouse URI)",
-               403: f"access to bucket {bucket!r} denied for the credentials of the AWS chain",
-               301: f"bucket {bucket!r} is in another region (set AWS_REGION)",
-               400: "the request was refused (check the region, AWS_REGION)"}.get(status or 0, f"HTTP {status}")
-        raise ConfigError(f"warehouse {uri}: {store}: {why}") from None
-    except (BotoCoreError, ValueError) as e:  # no connection, a timeout, a bad endpoint or profile
-        raise ConfigError(f"warehouse {uri}: cannot reach {store}: {str(e).splitlines()[0][:200]}") from None
-    _REACHED.add((s3, bucket))
-
-
-_CHECKED: set[tuple[S3, str]] = set()
-
-
-def require_conditional_writes(uri: str) -> None:
-    """Refuse, by name, a store that ignores conditional writes: a second create of one object
-    (If-None-Match: *) and a replace of a changed one (If-Match: a stale ETag) must both fail.
-    Leases, exclusive creates and appended logs depend on them. Checked once per bucket and
-    process, with a probe object beside the bucket's data (``.lakehouse-probe/``), then deleted."""
-    if not is_s3(uri):
-        return
-    s3 = objectstore.active()
-    bucket, _ = _bucket_key(uri)
-    if (s3, bucket) in _CHECKED:
-        return
-    probe = f"s3://{bucket}/.lakehouse-probe/{uuid.uuid4().hex}"
-    try:
-        created = _put_if(probe, b"1", None)
-        again = _put_if(probe, b"2", None)
-        stale = _put_if(probe, b"3", '"0"')  # an ETag the object does not have
-    finally:
-        delete(probe)
-    if not created or again or stale:
-        raise ConfigError(f"object store {s3.endpoint or 'AWS S3'} (bucket {bucket}) does not honour conditional "
-                          "writes (PUT with If-None-Match: * or If-Match), which lakehouse needs for leases and "
-                          "logs; use a store that does (AWS S3, MinIO, R2, Ceph 19+)")
-    _CHECKED.add((s3, bucket))
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -398,10 +274,10 @@ def create_exclusive(path: str, data: bytes) -> bool:
     whose object holds exactly ``data`` is this writer's own earlier attempt, which landed although
     its answer was lost (the client then tried again), so that counts as created."""
     if is_s3(path):
-        require_conditional_writes(path)
-        if _put_if(path, data, None):
+        s3io.require_conditional_writes(path)
+        if s3io.put_if(path, data, None):
             return True
-        seen = _get_with_etag(path)
+        seen = s3io.get_with_etag(path)
         return seen is not None and seen[0] == data
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
@@ -424,14 +300,14 @@ def append_json_lines(path: str, docs: list[Any]) -> None:
         return
     lines = b"".join(json.dumps(d, separators=(",", ":")).encode("utf-8") + b"\n" for d in docs)
     if is_s3(path):  # no appends on S3: read, add, put if nobody wrote in between, else again
-        require_conditional_writes(path)
+        s3io.require_conditional_writes(path)
         for attempt in range(50):
-            seen = _get_with_etag(path)
+            seen = s3io.get_with_etag(path)
             old = b"" if seen is None else seen[0]
             sep = b"\n" if old and not old.endswith(b"\n") else b""
-            if _put_if(path, old + sep + lines, None if seen is None else seen[1]):
+            if s3io.put_if(path, old + sep + lines, None if seen is None else seen[1]):
                 return
-            now = _get_with_etag(path)  # refused: another writer's append, or our own that landed
+            now = s3io.get_with_etag(path)  # refused: another writer's append, or our own that landed
             if now is not None and now[0].startswith(old + sep + lines):  # (its answer lost), perhaps
                 return  # followed by others' appends: a log only grows
             time.sleep(min(0.01 * 2 ** attempt, 0.5))
@@ -518,8 +394,8 @@ def delete(path: str) -> bool:
     if is_s3(path):  # pyarrow would leave a folder marker for the emptied prefix
         from botocore.exceptions import ClientError
 
-        bucket, key = _bucket_key(path)
-        client = _client(objectstore.active())
+        bucket, key = s3io.bucket_key(path)
+        client = s3io.client(objectstore.active())
         try:
             client.head_object(Bucket=bucket, Key=key)
         except ClientError as e:
