@@ -297,16 +297,17 @@ def file_lock(path: str, busy: Callable[[], str], wait: float = 0.0) -> Iterator
 
 
 @contextlib.contextmanager
-def exclusive(path: str, what: str, busy: Callable[[], str], wait: float = 0.0) -> Iterator[None]:
+def exclusive(path: str, what: str, busy: Callable[[], str], wait: float = 0.0) -> Iterator[Lease | None]:
     """One holder of ``path`` at a time across processes: on a local path an OS lock
     (:func:`file_lock`, freed even by SIGKILL); on an object store a lease in the folder ``path``
     (conditional writes, renewed while held; a holder killed on this machine is seen gone at once,
     one elsewhere when its lease expires). Waits up to ``wait`` seconds, then raises ``LeaseHeld``
-    with ``busy()``."""
+    with ``busy()``. Yields the lease (None for an OS lock, which cannot be lost): call its
+    ``check()`` before an irreversible step."""
     local = storage.local_path(path)
     if local is not None:
         with file_lock(local, busy, wait):
-            yield
+            yield None
         return
     lease = Lease(path, what)
     try:
@@ -314,7 +315,7 @@ def exclusive(path: str, what: str, busy: Callable[[], str], wait: float = 0.0) 
     except LeaseHeld as e:
         raise LeaseHeld(f"{busy()}; {e}") from None
     try:
-        yield
+        yield lease
     finally:
         lease.release()
 

@@ -356,13 +356,14 @@ def migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dry
     make_dirs(join(settings.warehouse, "_lakehouse"))
     try:
         with exclusive(lock, "migrate", lambda: f"migrate: another migrate of {settings.warehouse} holds {lock}",
-                       wait=MIGRATE_WAIT):
-            return _migrate(settings, spark_factory, dry_run)
+                       wait=MIGRATE_WAIT) as lease:
+            return _migrate(settings, spark_factory, dry_run, lease.check if lease is not None else lambda: None)
     except LeaseHeld as e:
         raise MigrationError(str(e)) from None
 
 
-def _migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dry_run: bool) -> MigrateResult:
+def _migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dry_run: bool,
+             still_held: Callable[[], None] = lambda: None) -> MigrateResult:
     st = status(settings)
     if st.changed:
         raise MigrationError(st.changed[0] + (f" (and {len(st.changed) - 1} more)" if len(st.changed) > 1 else ""))
@@ -371,6 +372,7 @@ def _migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dr
         return MigrateResult([], [m.name for m in st.pending], [])
     applied: list[str] = []
     for m in st.pending:
+        still_held()  # the lock of an object store is a lease: lost (a long pause), nothing more runs
         upgrade = _load_upgrade(m)
         ctx = MigrationContext(settings, definitions, spark_factory)
         started = time.monotonic()
@@ -387,6 +389,7 @@ def _migrate(settings: Settings, spark_factory: Callable[[], "SparkSession"], dr
             raise MigrationError(
                 f"migration {m.name} failed: {reason}" + undo + (f" (applied before it: {', '.join(applied)})" if applied else "")
             ) from None
+        still_held()
         _record(settings.warehouse, m, int((time.monotonic() - started) * 1000))
         applied.append(m.name)
     problems = []

@@ -13,7 +13,6 @@ through ``lakehouse.delta_log`` and written by Spark or delta-rs.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import os
