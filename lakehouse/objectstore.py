@@ -160,14 +160,17 @@ class S3:
         return opts
 
     def arrow_filesystem(self) -> Any:
-        """A pyarrow S3 filesystem for this store (credentials from the default chain)."""
+        """A pyarrow S3 filesystem for this store (credentials from the default chain). Its writes
+        open lazily: a file smaller than a part is then one PUT when it is closed, where an eager
+        open makes it a multipart upload of three requests."""
         import pyarrow.fs as pafs
 
         if self.endpoint is None:
-            return pafs.S3FileSystem(region=self.region, force_virtual_addressing=not self.path_style)
+            return pafs.S3FileSystem(region=self.region, force_virtual_addressing=not self.path_style,
+                                     allow_delayed_open=True)
         parts = urlsplit(self.endpoint)
         return pafs.S3FileSystem(region=self.region, endpoint_override=parts.netloc, scheme=parts.scheme,
-                                 force_virtual_addressing=not self.path_style)
+                                 force_virtual_addressing=not self.path_style, allow_delayed_open=True)
 
     def duckdb_secret(self) -> str:
         """The DuckDB statement that lets a connection with the :data:`DUCKDB_EXTENSIONS` read this

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import tempfile
 import threading
 import time
 from typing import Any
@@ -18,6 +19,12 @@ def main() -> None:
     parser.add_argument("--owner", type=int, required=True)
     parser.add_argument("--ignore", action="append", default=[], choices=["If-None-Match", "If-Match"])
     args = parser.parse_args()
+
+    # moto's recorder (``lakehouse bench archive`` counts requests with it) keeps its recording in
+    # a file of its own, not in the current directory
+    recording = tempfile.NamedTemporaryFile(prefix="lakehouse-s3-requests-", suffix=".jsonl", delete=False)
+    recording.close()
+    os.environ["MOTO_RECORDER_FILEPATH"] = recording.name
 
     from moto.moto_server.threaded_moto_server import MotoRequestHandler
     from moto.server import DomainDispatcherApplication, create_backend_app
@@ -45,6 +52,7 @@ def main() -> None:
         except ProcessLookupError:
             break
     server.shutdown()
+    os.remove(recording.name)
 
 
 if __name__ == "__main__":

@@ -579,3 +579,88 @@ def test_bad_object_store_settings_are_one_line_each_naming_the_setting(s3_serve
     assert code != 0 and out.count("\n") == 0 and "no AWS credentials found" in out and "AWS_ACCESS_KEY_ID" in out, out
     assert AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"] not in out
     objectstore.use(None)
+
+
+def test_requests_are_told_apart_by_kind():
+    """The request kinds the S3 bench counts, from what the server records."""
+    from lakehouse.bench.requests import kind
+
+    assert kind("GET", "http://h/b?list-type=2&prefix=wh%2F", {}) == "LIST"
+    assert kind("GET", "http://h/b", {}) == "LIST"
+    assert kind("GET", "http://h/b/wh/t/archive/part-0.parquet", {}) == "GET"
+    assert kind("HEAD", "http://h/b/wh/x", {}) == "HEAD"
+    assert kind("PUT", "http://h/b/wh/x", {"X-Amz-Copy-Source": "b/wh/y"}) == "COPY"
+    assert kind("PUT", "http://h/b/wh/x?partNumber=1&uploadId=u", {}) == "PUT"
+    assert kind("POST", "http://h/b?delete", {}) == "DELETE"
+    assert kind("POST", "http://h/b/wh/x?uploads", {}) == "POST"
+    assert kind("DELETE", "http://h/b/wh/x", {}) == "DELETE"
+
+
+def test_a_store_that_does_not_count_requests_says_why_and_counts_nothing():
+    from lakehouse.bench.requests import StoreRequests
+
+    for endpoint, says in ((None, "AWS S3"), ("http://127.0.0.1:9", "records no requests")):
+        store = StoreRequests(endpoint)
+        assert store.why_not is not None and says in store.why_not
+        with store.counting() as counts:
+            pass
+        assert counts == {}
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_day(s3_server, s3_spark, project):
+    """``bench archive --warehouse s3://...``: the same rows archived and written plainly on the
+    store and on the local disk, the store's requests counted by the server, per archived day; a
+    vector file is one PUT (no copy, no folder marker), and the scratch prefix goes at the end."""
+    bucket = s3_server.bucket()
+    r = _on(s3_spark, project.root, f"{bucket}/wh", "bench", "archive", "--warehouse", f"{bucket}/bench",
+            "--rows", "3000", "--days", "2")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["rows"] == 3000 and doc["days"] == 2 and doc["warehouse"] == f"{bucket}/bench"
+    for side in ("local", "s3"):
+        figures = doc[side]
+        assert figures["archive_seconds"] > 0 and figures["baseline_sorted_delta_write_seconds"] > 0
+        assert doc[f"ratio_archive_to_baseline_{side}"] == figures["ratio_archive_to_baseline"]
+    assert "requests" not in doc["local"]
+    requests = doc["s3"]["requests"]
+    assert requests["counted"] is True
+    archive, baseline = requests["archive"], requests["baseline_sorted_delta_write"]
+    for counts in (archive, baseline):
+        kinds = {k: v for k, v in counts.items() if k not in ("total", "per_day")}
+        assert set(kinds) == {"GET", "HEAD", "LIST", "PUT", "COPY", "DELETE", "POST"}
+        assert sum(kinds.values()) == counts["total"] > 0
+        assert counts["per_day"] == round(counts["total"] / 2, 1)
+    assert doc["requests_per_archived_day"] == archive["per_day"]
+    # every column of the bench table is a vector: 8 files a day, each at least one PUT
+    assert archive["PUT"] >= 8 * 2 and doc["s3"]["vector_files"] == 16
+    assert storage.list_files(f"{bucket}/bench") == []
+
+
+def test_a_vector_file_on_the_store_is_written_straight_to_its_name_with_no_folder_markers(lake):
+    """An object's upload shows whole or not at all: no temporary name, no copy, no folder objects;
+    an aborted file leaves nothing."""
+    import datetime as dt
+
+    import boto3
+
+    from lakehouse.archive.vectors import AtomicIpcWriter
+
+    def keys() -> list[str]:
+        bucket, prefix = lake.removeprefix("s3://").split("/", 1)
+        listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix)
+        return sorted(o["Key"].removeprefix(prefix) for o in listed.get("Contents", []))
+
+    t = pa.table({"v": [1, 1, 2]})
+    w = AtomicIpcWriter(storage.join(lake, "vectors"), "v", dt.date(2026, 11, 20), 1764000000, t.schema)
+    w.write(t)
+    assert keys() == []  # nothing shows before the file is whole
+    assert w.commit() == storage.join(lake, "vectors", "v", "20261120-1764000000").removeprefix("s3://")
+    assert keys() == ["/vectors/v/20261120-1764000000"]
+    w = AtomicIpcWriter(storage.join(lake, "vectors"), "v", dt.date(2026, 11, 21), 1764000000, t.schema)
+    w.write(t)
+    w.abort()
+    assert keys() == ["/vectors/v/20261120-1764000000"]
+    storage.remove_tree(storage.join(lake, "vectors"))
+    assert keys() == []

@@ -5,7 +5,6 @@ becomes visible with the data it describes (invariant 3); then the commit is che
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import TYPE_CHECKING
 
 from lakehouse import crashpoints, storage
@@ -28,18 +27,13 @@ if TYPE_CHECKING:
 
 def write_run_sidecar(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan, run_id: str) -> None:
     """Write ``vectors/_runs/<cutoff>.json``: the encoding the run wrote its days under."""
-    fs, root = storage.filesystem(join(paths.vectors, vectors.RUNS_FOLDER))
-    fs.create_dir(root, recursive=True)
     doc = {
         "cutoff": plan.cutoff,
         "run_id": run_id,
         "encoding": current_encoding(definition).key(),
         "days": len(plan.days),
     }
-    tmp = join(root, f".{plan.cutoff}.json.{run_id}.tmp")
-    with fs.open_output_stream(tmp) as f:
-        f.write(json.dumps(doc).encode())
-    fs.move(tmp, join(root, f"{plan.cutoff}.json"))
+    storage.write_json(join(paths.vectors, vectors.RUNS_FOLDER, f"{plan.cutoff}.json"), doc)
 
 
 def commit(

@@ -109,11 +109,11 @@ def clean(spark: SparkSession, paths: TablePaths, committed: int | None = None) 
             or not stem.lstrip("-").isdigit()
             or int(stem) not in used
         ):
-            fs.delete_file(info.path)
+            storage.delete(join(paths.vectors, vectors.RUNS_FOLDER, info.base_name))
     fs, root = storage.filesystem(paths.staging)
     for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
         if info.type == pafs.FileType.Directory and info.base_name.startswith("archive-"):
-            fs.delete_dir(info.path)  # only this table's archive staging; loads stage elsewhere
+            storage.remove_tree(join(paths.staging, info.base_name))  # this table's archive staging only
     return removed
 
 

@@ -3,11 +3,14 @@
 A day's current file for a column is the one with the largest cutoff not above the archive's
 committed cutoff: a run writes its files before it commits, so files of a run that never
 committed carry a larger cutoff and are never read; the next run removes them, and superseded
-files of earlier runs. Writes go to a temporary name (starting with '.') and are renamed.
+files of earlier runs. On a local disk a file is written under a temporary name (starting with
+'.') and renamed; an object store's upload is whole or absent by itself, so a file is written
+straight to its name (a rename there would be a copy and a delete, and folders are not made).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -19,6 +22,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.ipc as ipc
 
+from lakehouse import storage
 from lakehouse.storage import filesystem, join
 
 NAME = re.compile(r"([0-9]{8})-(-?[1-9][0-9]*|0)")
@@ -188,15 +192,7 @@ def list_files(vectors_root: str, columns: Iterable[str] | None = None) -> tuple
 
 def delete(paths: Iterable[str], vectors_root: str) -> int:
     """Delete the vector files at ``paths`` (URIs; files already gone are skipped); how many went."""
-    n = 0
-    for uri in paths:
-        fs, p = filesystem(uri)
-        try:
-            fs.delete_file(p)
-            n += 1
-        except FileNotFoundError:
-            pass
-    return n
+    return sum(1 for uri in paths if storage.delete(uri))
 
 
 # -- the encoding a file was written under --------------------------------------------------------
@@ -270,17 +266,21 @@ def read_schema(path: str) -> pa.Schema:
 
 
 class AtomicIpcWriter:
-    """Writes an Arrow IPC file under a temporary name and renames it on ``commit``."""
+    """Writes an Arrow IPC file that appears whole on ``commit`` (local: under a temporary name,
+    renamed; an object store: an upload to its name, which only shows once complete)."""
 
     def __init__(self, vectors_root: str, column: str, day: dt.date, cutoff: int, schema: pa.Schema,
                  encoding: Encoding | None = None) -> None:
         self.fs, root = filesystem(vectors_root)
         folder = join(root, column)
-        self.fs.create_dir(folder, recursive=True)
+        local = isinstance(self.fs, pafs.LocalFileSystem)
+        if local:
+            self.fs.create_dir(folder, recursive=True)
         schema = schema.with_metadata({**(schema.metadata or {}), **file_metadata(day, cutoff, encoding)})
         name = vector_name(day, cutoff)
         self.final = join(folder, name)
-        self.temp = join(folder, f".{name}.tmp-{uuid.uuid4().hex[:8]}")
+        self.temp = join(folder, f".{name}.tmp-{uuid.uuid4().hex[:8]}") if local else self.final
+        self._uri = join(vectors_root, column, name)
         self._sink = self.fs.open_output_stream(self.temp)
         self._writer = ipc.new_file(self._sink, schema)
         self.schema = schema
@@ -296,7 +296,8 @@ class AtomicIpcWriter:
         """Close the file and move it to its final name; the final path."""
         self._writer.close()
         self._sink.close()
-        self.fs.move(self.temp, self.final)
+        if self.temp != self.final:
+            self.fs.move(self.temp, self.final)
         return self.final
 
     def abort(self) -> None:
@@ -305,10 +306,11 @@ class AtomicIpcWriter:
             self._writer.close()
             self._sink.close()
         finally:
-            try:
-                self.fs.delete_file(self.temp)
-            except FileNotFoundError:
-                pass
+            if self.temp != self.final:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.delete_file(self.temp)
+            else:  # pyarrow's delete would leave a folder marker behind
+                storage.delete(self._uri)
 
 
 def read(path: str) -> pa.Table:

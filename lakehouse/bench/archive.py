@@ -9,9 +9,12 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.bench.workload import archive_figures, generate_live, make_project
+
+if TYPE_CHECKING:
+    from lakehouse.settings import Settings
 
 
 def _timed_archive(lh: Any, now: dt.datetime, ledger: bool) -> tuple[float, Any]:
@@ -116,3 +119,86 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
     finally:
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _on_one_store(master: str, rows: int, days: int, root: Path, store: Settings | None,
+                  warehouse: str | None) -> dict[str, Any]:
+    """Archive vs the plain sorted Delta write on one store (the local disk under ``root``, or
+    ``warehouse`` on the object store of ``store``), after a warm-up archive of a small table on
+    the same store; on an object store, the requests each made, as the store counted them."""
+    from pyspark.sql import functions as F
+
+    from lakehouse import storage
+    from lakehouse.archive.order import row_order
+    from lakehouse.bench.requests import StoreRequests, not_counted
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    def where(name: str) -> str | None:
+        """The warehouse of the project ``name`` (None: in its folder under ``root``)."""
+        return storage.join(warehouse, name) if warehouse else None
+
+    lh = make_project(root / "bench", master, store=store, warehouse=where("bench"))
+    spark = lh.spark()
+    d = lh.definition("bench")
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    t0 = time.monotonic()
+    generate_live(spark, lh.paths("bench").live, rows, start, days)
+    generate_s = time.monotonic() - t0
+    warm = make_project(root / "warm", master, store=store, warehouse=where("warm"))
+    generate_live(spark, warm.paths("bench").live, min(rows, 10_000), start, days)
+    _timed_archive(warm, start + dt.timedelta(days=days), ledger=True)
+
+    counter = StoreRequests(store.s3.endpoint if store and store.s3 else None) if warehouse else None
+    live = spark.read.format("delta").load(lh.paths("bench").live)
+    baseline = where("baseline") or str(root / "baseline")
+    with counter.counting() if counter else not_counted() as baseline_requests:
+        t0 = time.monotonic()
+        (live.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*row_order(d))
+         .write.format("delta").partitionBy(PARTITION_COLUMN).save(baseline))
+        baseline_s = time.monotonic() - t0
+    with counter.counting() if counter else not_counted() as archive_requests:
+        archive_s, result = _timed_archive(lh, start + dt.timedelta(days=days + 2), ledger=True)
+    if result.rows_archived != rows:
+        raise RuntimeError(f"bench archive: {result.rows_archived} rows archived of {rows}")
+    figures = archive_figures(rows, days, master, generate_s, baseline_s, archive_s, result)
+    if counter is not None:
+        figures["requests"] = _per_day({"archive": archive_requests, "baseline_sorted_delta_write": baseline_requests},
+                                       days, counter.why_not)
+    return figures
+
+
+def _per_day(counts: dict[str, dict[str, int]], days: int, why_not: str | None) -> dict[str, Any]:
+    """Request counts of each side, in all and per archived day (or why there are none)."""
+    if why_not is not None:
+        return {"counted": False, "why_not": why_not}
+    return {"counted": True, **{side: {**c, "per_day": round(c["total"] / days, 1)} for side, c in counts.items()}}
+
+
+def bench_archive_on_store(master: str, rows: int, days: int, store: Settings) -> dict[str, Any]:
+    """``bench archive`` on the object store of ``store`` (scratch tables under its warehouse, in a
+    prefix of their own that goes at the end) and on the local disk, the same rows on each: both
+    ratios to the plain sorted Delta write, and the object-store requests per archived day."""
+    import uuid
+
+    from lakehouse import storage
+
+    scratch = storage.join(store.warehouse, f"_bench-{uuid.uuid4().hex[:12]}")
+    root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
+    try:
+        # the object store first: the process's Spark is made with its settings (and jars)
+        on_store = _on_one_store(master, rows, days, root / "s3", store, scratch)
+        local = _on_one_store(master, rows, days, root / "local", None, None)
+    finally:
+        storage.remove_tree(scratch)
+        shutil.rmtree(root, ignore_errors=True)
+    return {
+        "rows": rows,
+        "days": days,
+        "warehouse": store.warehouse,
+        "ratio_archive_to_baseline_local": local["ratio_archive_to_baseline"],
+        "ratio_archive_to_baseline_s3": on_store["ratio_archive_to_baseline"],
+        "requests_per_archived_day": on_store["requests"]["archive"]["per_day"]
+        if on_store["requests"]["counted"] else None,
+        "local": local,
+        "s3": on_store,
+    }

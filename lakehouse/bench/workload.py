@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lakehouse.archive.run import ArchiveResult
     from lakehouse.project import Lakehouse
+    from lakehouse.settings import Settings
 
 BENCH_TABLE = """
 name: bench
@@ -107,8 +108,13 @@ def write_trips_csv(path: Path, rows: int, seed: int, chunk: int = 1_000_000, st
             writer.close()
 
 
-def make_project(root: Path, master: str, table: str = BENCH_TABLE) -> Lakehouse:
-    """A project in ``root`` with the bench table (``table``, YAML) created."""
+def make_project(root: Path, master: str, table: str = BENCH_TABLE, store: Settings | None = None,
+                 warehouse: str | None = None) -> Lakehouse:
+    """A project in ``root`` with the bench table (``table``, YAML) created, its warehouse in
+    ``root`` (or ``warehouse``, on the object store and with the Spark of the user's settings
+    ``store``)."""
+    import dataclasses
+
     from lakehouse.project import Lakehouse
     from lakehouse.settings import Settings
 
@@ -116,7 +122,10 @@ def make_project(root: Path, master: str, table: str = BENCH_TABLE) -> Lakehouse
     (root / "migrations").mkdir(exist_ok=True)
     (root / "tables" / "bench.yaml").write_text(table)
     (root / "migrations" / "0001_bench.py").write_text("def upgrade(ctx):\n    ctx.create_table('bench')\n")
-    lh = Lakehouse(Settings.resolve(root, str(root / "warehouse"), master, env={}))
+    settings = Settings.resolve(root, str(root / "warehouse"), master, env={})
+    if store is not None and warehouse is not None:
+        settings = dataclasses.replace(store, project=settings.project, warehouse=warehouse)
+    lh = Lakehouse(settings)
     lh.migrate()
     return lh
 

@@ -20,14 +20,28 @@ def bench() -> None:
 @bench.command("archive")
 @click.option("--rows", type=int, default=1_000_000, show_default=True)
 @click.option("--days", type=int, default=5, show_default=True)
+@click.option("--warehouse", "store", metavar="s3://BUCKET/PREFIX",
+              help="Also on this object store (scratch tables in a prefix of their own under it, removed "
+                   "at the end): both ratios, and the store's requests per archived day.")
 @format_option()
 @click.pass_obj
 @handle_errors
-def bench_archive_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
+def bench_archive_cmd(obj: Ctx, rows: int, days: int, store: str | None, fmt: str | None) -> None:
     """Archive ROWS generated trips vs a plain sorted Delta write of the same rows."""
-    from lakehouse.bench import bench_archive
+    from lakehouse.bench import bench_archive, bench_archive_on_store
+    from lakehouse.objectstore import is_s3
+    from lakehouse.settings import Settings
 
-    emit_fields(obj.fmt(fmt), bench_archive(obj.spark_master, rows, days))
+    if store is None and obj.warehouse and is_s3(obj.warehouse):
+        store = obj.warehouse  # `lakehouse --warehouse s3://... bench archive`: the same
+    if store is None:
+        emit_fields(obj.fmt(fmt), bench_archive(obj.spark_master, rows, days))
+        return
+    if not is_s3(store):
+        raise click.BadParameter(f"{store!r} is not an object-store URI (s3://bucket/prefix); without --warehouse "
+                                 "the bench runs on a scratch folder of the local disk", param_hint="--warehouse")
+    settings = Settings.resolve(obj.project, store, obj.master, remote=obj.remote, conf=obj.conf)
+    emit_fields(obj.fmt(fmt), bench_archive_on_store(settings.master, rows, days, settings))
 
 
 @bench.command("backfill")

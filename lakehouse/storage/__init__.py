@@ -416,6 +416,10 @@ def remove_tree(path: str) -> None:
     if is_local(path):
         shutil.rmtree(path, ignore_errors=True)
         return
+    if is_s3(path):  # listed and deleted a thousand keys a request, with no folder marker left
+        bucket, key = s3io.bucket_key(path)
+        s3io.delete_prefix(bucket, key.rstrip("/") + "/" if key else "")
+        return
     fs, p = filesystem(path)
     with contextlib.suppress(FileNotFoundError):
         fs.delete_dir(p)

@@ -41,6 +41,15 @@ def bucket_key(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
+def delete_prefix(bucket: str, prefix: str) -> None:
+    """Delete every object under ``prefix`` (a listing, then a thousand keys a request)."""
+    c = client(objectstore.active())
+    for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            c.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+
 def put_if(path: str, data: bytes, etag: str | None) -> bool:
     """One PUT of ``path`` on S3 that succeeds only while the object is as seen: absent
     (``etag`` None) or with that ETag. False when another writer changed it first (412); a write
