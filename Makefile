@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 WORKERS ?= 2
 XDIST  := -n $(WORKERS) --dist loadscope
 
-.PHONY: all setup s3 demo test test-fast check-tools clean lint notebooks
+.PHONY: all setup s3 demo test test-fast soak check-tools clean lint notebooks
 
 all: setup
 
@@ -90,6 +90,13 @@ test: setup s3 lint
 
 test-fast: setup
 	$(BIN)/python -m pytest $(XDIST) -m "not spark and not slow" $(PYTEST_ARGS)
+
+# The soak (not in `make test`): SOAK_MINUTES on an S3 API server and a Spark standalone cluster on
+# loopback, two producer processes, a landing prefix that keeps filling, `jobs run` every minute and
+# queries on both engines; verify and exactly-once at the end, a JSON report (tests/soak.py).
+SOAK_MINUTES ?= 30
+soak: s3
+	$(BIN)/python -m tests.soak --minutes $(SOAK_MINUTES)
 
 # Re-execute notebooks/*.ipynb in place, each in a kernel of this venv on a fresh warehouse, so
 # that their committed outputs come from a real run.

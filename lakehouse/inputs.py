@@ -160,10 +160,10 @@ def _cut(raw: str) -> str:
 def read_records(path: str, fmt: Format, columns: list[str],
                  max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[RawRecord | RawReject]:
     """Yield the file's records in file order."""
-    if not storage.is_file(path):
-        raise InputError(f"{path}: no such file")
     long = LongLines(max_record_bytes)
     try:
+        if not storage.is_file(path):
+            raise InputError(f"{path}: no such file")
         if fmt == "csv":
             yield from _read_csv(path, columns, long)
         elif fmt == "json":
@@ -173,7 +173,7 @@ def read_records(path: str, fmt: Format, columns: list[str],
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise InputError(f"{path}: cannot read: {e}") from None
+        raise storage.transient(path, e) or InputError(f"{path}: cannot read: {e}") from None
 
 
 def _read_csv(path: str, columns: list[str], long: LongLines) -> Iterator[RawRecord | RawReject]:

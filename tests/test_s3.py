@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pytest
+import yaml
 
 from lakehouse import delta_log, objectstore, storage
 from lakehouse.errors import ConfigError, InputError
@@ -664,3 +665,36 @@ def test_a_vector_file_on_the_store_is_written_straight_to_its_name_with_no_fold
     assert keys() == ["/vectors/v/20261120-1764000000"]
     storage.remove_tree(storage.join(lake, "vectors"))
     assert keys() == []
+
+
+def test_a_read_the_store_fails_to_answer_is_tried_again_later_and_a_bad_file_is_failed_for_good(lake, monkeypatch):
+    """An object store that does not answer (or answers 5xx after the client's retries) is a moment
+    to wait out: the read raises TransientError (the command fails, the file is read again by the
+    next run) where a missing, refused or bad file is an InputError (the file is failed, with why)."""
+    from lakehouse.errors import TransientError
+    from lakehouse.ingest.blocks import Block
+    from lakehouse.ingest.parse import parse_block
+    from lakehouse.definitions import parse_definition
+    from lakehouse.inputs import read_records
+
+    assert storage.transient("/data/x.csv", OSError("AWS Error NETWORK_CONNECTION")) is None  # a local file
+    assert storage.transient("s3://b/x.csv", FileNotFoundError("s3://b/x.csv")) is None
+    assert storage.transient("s3://b/x.csv", OSError("AWS Error ACCESS_DENIED during GetObject operation")) is None
+    assert storage.transient("s3://b/x.csv", ValueError("bad bytes")) is None
+    assert isinstance(storage.transient("s3://b/x.csv", OSError("AWS Error SLOW_DOWN during GetObject")),
+                      TransientError)
+    good = storage.join(lake, "in", "x.csv")
+    storage.write_bytes(good, b"id,amount,at\n1,2.5,2026-11-20T10:00:00Z\n")
+    with pytest.raises(InputError, match="no such file"):
+        list(read_records(storage.join(lake, "in", "missing.csv"), "csv", ["id", "amount", "at"]))
+    definition = parse_definition(yaml.safe_load(EVENTS), "events.yaml")
+    block = Block(0, good, "csv", 0, 0, -1, 1)
+    assert sum(b.num_rows for b in parse_block(definition, block)) == 1
+    objectstore.use(S3(endpoint="http://127.0.0.1:9", path_style=True))  # nothing listens there
+    try:
+        with pytest.raises(TransientError, match="tried again by the next run"):
+            list(read_records(good, "csv", ["id", "amount", "at"]))
+        with pytest.raises(TransientError):
+            list(parse_block(definition, block))
+    finally:
+        objectstore.use(None)

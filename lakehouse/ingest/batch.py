@@ -113,7 +113,7 @@ def plan_entry(state: IngestState, e: FileEntry, definition: TableDefinition, fi
     except InputError:
         raise
     except Exception as err:  # noqa: BLE001 - one unreadable file never stops the others
-        raise InputError(unexpected(path, err)) from None
+        raise storage.transient(path, err) or InputError(unexpected(path, err)) from None
 
 
 def content_checksum(path: str) -> str:

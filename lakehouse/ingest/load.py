@@ -236,6 +236,9 @@ class Load:
             except InputError as e:
                 entry.status, entry.error = "failed", str(e)
             except (OSError, ConfigError) as e:  # a bucket that is not there, a store not set up
+                wait = storage.transient(given, e)
+                if wait is not None:  # the store did not answer: the load fails, nothing is recorded
+                    raise wait from None
                 entry.status, entry.error = "failed", f"{entry.path}: cannot read: {getattr(e, 'strerror', None) or e}"
             path = shown = entry.path or given
             if (shown, entry.checksum) in recovered or (entry.checksum is None and shown in recovered_paths):

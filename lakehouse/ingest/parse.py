@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from lakehouse import storage
 from lakehouse.definitions import TableDefinition
-from lakehouse.errors import InputError, first_line
+from lakehouse.errors import InputError, TransientError, first_line
 from lakehouse.ingest.blocks import Block
 from lakehouse.ingest.fast_csv import fast_csv_block
 from lakehouse.inputs import (
@@ -133,6 +133,9 @@ def parse_rows(definition: TableDefinition, block: Block, batch_rows: int) -> It
         yield file_error(str(e))
         return
     except Exception as e:  # noqa: BLE001 - one bad file never stops the others (invariant 7)
+        wait = storage.transient(block.path, e)
+        if wait is not None or isinstance(e, TransientError):  # the batch fails; the next run reads it again
+            raise wait or e from None
         yield file_error(unexpected(block.path, e))
         return
     if rows:

@@ -65,6 +65,26 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 
 # -- reading ------------------------------------------------------------------------------------
 
+REFUSALS = ("ACCESS_DENIED", "AccessDenied", "NO_SUCH_BUCKET", "NoSuchBucket", "INVALID_ACCESS_KEY_ID",
+            "InvalidAccessKeyId", "SIGNATURE_DOES_NOT_MATCH", "SignatureDoesNotMatch", "HTTP response code: 403")
+"""What an object store's refusal looks like in pyarrow's and boto3's errors: a setting to mend,
+not a moment to wait out."""
+
+
+def transient(path: str, e: BaseException) -> TransientError | None:
+    """A read of ``path`` that failed with ``e`` as a moment of the store or the network (an
+    object store that did not answer, or answered 5xx after the client's own retries): the error
+    to raise instead, so that the file is tried again by the next run rather than failed for good.
+    None for a failure of the file itself (missing, unreadable, refused) and for any local file."""
+    if is_local(path) or isinstance(e, (FileNotFoundError, PermissionError, TransientError)):
+        return None
+    text = str(e)
+    if not isinstance(e, OSError) or any(r in text for r in REFUSALS):
+        return None
+    return TransientError(f"{path}: the object store failed to answer a read (tried again by the next run): "
+                          f"{text.splitlines()[0][:200] if text else type(e).__name__}")
+
+
 def absolute(path: str) -> str:
     """A file's one spelling: a local path made absolute, an S3 URI in its ``s3://`` form (its key
     as given: an input's name may hold what a warehouse prefix may not)."""
