@@ -5,7 +5,7 @@ accepted and become ``s3://``). Where the store answers and how to address it co
 project's ``[tool.lakehouse.s3]`` table in ``pyproject.toml`` (``endpoint``, ``region``,
 ``path_style``), else from the standard AWS variables (``AWS_ENDPOINT_URL_S3``,
 ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``); an endpoint on an IP address or
-``localhost`` means path-style access unless ``path_style`` says otherwise. Credentials always come
+``localhost`` means path-style access unless ``path_style`` (or ``LAKEHOUSE_S3_PATH_STYLE``) says otherwise. Credentials always come
 from the standard AWS chain (environment, profile, instance role) of each engine: lakehouse never
 reads, stores, logs or prints them.
 
@@ -38,6 +38,11 @@ only one of several writers of a version wins (Delta 4.0's S3SingleDriverLogStor
 driver silently replace a commit)."""
 DUCKDB_EXTENSIONS = ("httpfs", "aws")
 """The DuckDB extensions (from the package index) that read S3 with the AWS credential chain."""
+
+PATH_STYLE_VARIABLE = "LAKEHOUSE_S3_PATH_STYLE"
+"""``true`` or ``false``: path-style access, when ``[tool.lakehouse.s3]`` does not say. Exported with
+the endpoint to the processes a command starts and to a cluster's executors, so that lakehouse code
+in a Spark task addresses the store as the driver does (the AWS variables have no such setting)."""
 
 DEFAULT_REGION = "us-east-1"
 """The region requests are signed for when nothing names one (S3-compatible stores accept it)."""
@@ -116,6 +121,10 @@ class S3:
         if not isinstance(region, str) or not _REGION.fullmatch(region):
             raise ConfigError(f"{where} {region!r}: not a region name (e.g. eu-west-1)")
         path_style = conf.get("path_style")
+        if path_style is None and env.get(PATH_STYLE_VARIABLE):
+            if env[PATH_STYLE_VARIABLE].strip().lower() not in ("true", "false"):
+                raise ConfigError(f"{PATH_STYLE_VARIABLE} {env[PATH_STYLE_VARIABLE]!r}: true or false")
+            path_style = env[PATH_STYLE_VARIABLE].strip().lower() == "true"
         if path_style is None:
             path_style = endpoint is not None and _is_local_host(urlsplit(endpoint).hostname or "")
         elif not isinstance(path_style, bool):
@@ -148,6 +157,7 @@ class S3:
             conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(self.secure).lower()
             conf["spark.executorEnv.AWS_ENDPOINT_URL_S3"] = self.endpoint  # lakehouse code in tasks
         conf["spark.executorEnv.AWS_REGION"] = self.region
+        conf[f"spark.executorEnv.{PATH_STYLE_VARIABLE}"] = str(self.path_style).lower()
         return conf
 
     def storage_options(self) -> dict[str, str]:
@@ -250,10 +260,11 @@ def use(s3: S3 | None) -> None:
     global _ACTIVE, _EXPORTED
     _ACTIVE = s3
     if _EXPORTED is None:  # the variables as the process found them, before any export
-        _EXPORTED = {name: os.environ.get(name) for name in ("AWS_REGION", "AWS_ENDPOINT_URL_S3")}
+        _EXPORTED = {name: os.environ.get(name) for name in ("AWS_REGION", "AWS_ENDPOINT_URL_S3", PATH_STYLE_VARIABLE)}
     wanted = dict(_EXPORTED)
     if s3 is not None:
         wanted["AWS_REGION"] = s3.region
+        wanted[PATH_STYLE_VARIABLE] = str(s3.path_style).lower()
         if s3.endpoint is not None:
             wanted["AWS_ENDPOINT_URL_S3"] = s3.endpoint
     for name, value in wanted.items():  # another store (or none) later: no stale endpoint stays
@@ -280,7 +291,7 @@ def active() -> S3:
 
 
 _VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE",
-              "AWS_CONFIG_FILE")
+              "AWS_CONFIG_FILE", PATH_STYLE_VARIABLE)
 """The standard AWS variables a store's settings depend on."""
 
 

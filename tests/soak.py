@@ -207,8 +207,9 @@ class Soak:
             try:
                 outcomes = json.loads(r.stdout)
             except ValueError:
+                outcomes = []
+            if r.returncode != 0:
                 self.failures.append(f"jobs run exit {r.returncode}: {r.stderr.strip()[-300:]}")
-                return
             for o in outcomes:
                 if o["ran"]:
                     self.counts[f"job_{o['job']}_{o['outcome']}"] += 1
@@ -295,13 +296,20 @@ class Soak:
                 bad_rows[(os.path.basename(r["source"] or ""), r["line"])] += 1
         problems: list[str] = []
         sent = {"producers": 0, "landing": 0}
-        late_sent = 0
+        late_sent = failed_inserts = 0
+        accounted: set[int] = set()
         for log in producer_logs:
             for line in (log.read_text() if log.exists() else "").splitlines():
                 e = json.loads(line)
                 ids = range(e["ids"][0], e["ids"][1] + 1)
-                for i in ids:
-                    n = held[i] + rejected[i]
+                accounted.update(ids)
+                found = [held[i] + rejected[i] for i in ids]
+                if not e["ok"]:  # an insert that raised happened whole or not at all
+                    failed_inserts += 1
+                    self.failures.append(f"an insert of rows {e['ids']} failed: {e.get('error')}")
+                    if set(found) not in ({0}, {1}):
+                        problems.append(f"failed insert {e['ids']}: partly in the table ({sorted(set(found))})")
+                for i, n in zip(ids, found):
                     if n > 1 or (e["ok"] and n != 1):
                         problems.append(f"producer row {i}: {held[i]} in the table, {rejected[i]} in rejects")
                     if e["ok"] and i in e["late"] and rejected[i] != 1:
@@ -309,13 +317,20 @@ class Soak:
                 sent["producers"] += len(ids)
                 late_sent += len(e["late"])
         for name, (landed, bad_line) in self.sent_files.items():
+            accounted.update(landed)
             for i in landed:
                 if held[i] + rejected[i] != 1:
                     problems.append(f"{name} row {i}: {held[i]} in the table, {rejected[i]} in rejects")
             if bad_rows[(name, bad_line)] != 1:
                 problems.append(f"{name} line {bad_line}: {bad_rows[(name, bad_line)]} times in rejects")
             sent["landing"] += len(landed) + 1
-        return {"rows_sent": sent, "rows_sent_late_on_purpose": late_sent, "rows_in_live_and_archive": sum(held.values()),
+        strangers = sorted((set(held) | set(rejected)) - accounted)
+        if strangers:
+            problems.append(f"{len(strangers)} row(s) no one sent, e.g. ids {strangers[:5]}")
+        unexpected = sum(bad_rows.values()) - len(self.sent_files)
+        if unexpected:
+            problems.append(f"{unexpected} more reject(s) than the bad rows sent: {sorted(bad_rows)[:5]}")
+        return {"rows_sent": sent, "failed_inserts": failed_inserts, "rows_sent_late_on_purpose": late_sent, "rows_in_live_and_archive": sum(held.values()),
                 "late_rows_rejected": sum(rejected.values()), "bad_rows_rejected": sum(bad_rows.values()),
                 "exactly_once_problems": problems[:50], "exactly_once_problem_count": len(problems)}
 

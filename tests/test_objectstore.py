@@ -4,6 +4,7 @@ no server. What reaches a real S3 API is in tests/test_s3.py."""
 from __future__ import annotations
 
 import json
+import os
 import string
 
 import pytest
@@ -98,6 +99,7 @@ def test_without_a_region_the_aws_profiles_region_is_used(tmp_path, monkeypatch)
     ({"region": "eu west"}, {}, "[tool.lakehouse.s3] region"),
     ({"region": 3}, {}, "[tool.lakehouse.s3] region"),
     ({"bucket": "x"}, {}, "unknown setting(s) bucket"),
+    ({}, {"LAKEHOUSE_S3_PATH_STYLE": "yes"}, "LAKEHOUSE_S3_PATH_STYLE"),
     ({}, {"AWS_ENDPOINT_URL_S3": "nope"}, "AWS_ENDPOINT_URL_S3"),
     ({}, {"AWS_REGION": "eu west"}, "AWS_REGION"),
     ({}, {"AWS_DEFAULT_REGION": "x'y"}, "AWS_DEFAULT_REGION"),
@@ -214,3 +216,24 @@ def test_a_bad_conf_flag_is_a_usage_error_naming_it(tmp_path):
 
     r = CliRunner().invoke(cli, ["--project", str(tmp_path), "--conf", "spark.x", "tables"])
     assert r.exit_code == 2 and "--conf" in r.output and "an item without '=' is not spark.KEY=VALUE" in r.output
+
+
+def test_path_style_set_for_a_named_endpoint_reaches_the_commands_processes_and_the_executors(monkeypatch):
+    """A store on a host name (MinIO at http://minio:9000) that wants path-style access: the
+    project's setting goes to the processes a command starts and to a cluster's executors, where
+    lakehouse code finds the store from the variables alone."""
+    from lakehouse import objectstore
+
+    s3 = S3.resolve({"path_style": True}, {"AWS_ENDPOINT_URL": "http://minio.example:9000"})
+    assert s3.path_style and not S3.resolve({}, {"AWS_ENDPOINT_URL": "http://minio.example:9000"}).path_style
+    assert s3.spark_conf()["spark.executorEnv.LAKEHOUSE_S3_PATH_STYLE"] == "true"
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "LAKEHOUSE_S3_PATH_STYLE"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        objectstore.use(s3)
+        executor = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "LAKEHOUSE_S3"))}
+        assert S3.resolve({}, executor) == s3
+        assert S3.resolve({}, {**executor, "LAKEHOUSE_S3_PATH_STYLE": "false"}).path_style is False
+    finally:
+        objectstore.use(None)
+    assert "LAKEHOUSE_S3_PATH_STYLE" not in os.environ

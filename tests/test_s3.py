@@ -639,14 +639,19 @@ def test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_d
     assert storage.list_files(f"{bucket}/bench") == []
 
 
-def test_a_vector_file_on_the_store_is_written_straight_to_its_name_with_no_folder_markers(lake):
-    """An object's upload shows whole or not at all: no temporary name, no copy, no folder objects;
-    an aborted file leaves nothing."""
+def test_a_vector_file_on_the_store_is_one_put_and_an_aborted_one_is_no_request(s3_server, lake, monkeypatch):
+    """A vector file shows whole or not at all: one PUT (no temporary object, copy or folder
+    marker); an aborted one makes no request. One that outgrows memory goes to a temporary object
+    of its own, copied to its name on commit, deleted on abort: never partial under its name."""
     import datetime as dt
 
     import boto3
 
     from lakehouse.archive.vectors import AtomicIpcWriter
+    from lakehouse.bench.requests import StoreRequests
+
+    counter = StoreRequests(s3_server.endpoint)
+    assert counter.why_not is None
 
     def keys() -> list[str]:
         bucket, prefix = lake.removeprefix("s3://").split("/", 1)
@@ -654,15 +659,28 @@ def test_a_vector_file_on_the_store_is_written_straight_to_its_name_with_no_fold
         return sorted(o["Key"].removeprefix(prefix) for o in listed.get("Contents", []))
 
     t = pa.table({"v": [1, 1, 2]})
-    w = AtomicIpcWriter(storage.join(lake, "vectors"), "v", dt.date(2026, 11, 20), 1764000000, t.schema)
-    w.write(t)
-    assert keys() == []  # nothing shows before the file is whole
-    assert w.commit() == storage.join(lake, "vectors", "v", "20261120-1764000000").removeprefix("s3://")
+    with counter.counting() as made:
+        w = AtomicIpcWriter(storage.join(lake, "vectors"), "v", dt.date(2026, 11, 20), 1764000000, t.schema)
+        w.write(t)
+        assert keys() == []  # nothing shows before the file is whole
+        assert w.commit() == storage.join(lake, "vectors", "v", "20261120-1764000000").removeprefix("s3://")
+    assert made["PUT"] == made["total"] - made["LIST"] == 1  # (the LIST is the test's own look)
     assert keys() == ["/vectors/v/20261120-1764000000"]
-    w = AtomicIpcWriter(storage.join(lake, "vectors"), "v", dt.date(2026, 11, 21), 1764000000, t.schema)
-    w.write(t)
-    w.abort()
-    assert keys() == ["/vectors/v/20261120-1764000000"]
+    with counter.counting() as made:
+        w = AtomicIpcWriter(storage.join(lake, "vectors"), "v", dt.date(2026, 11, 21), 1764000000, t.schema)
+        w.write(t)
+        w.abort()
+    assert made["total"] == 0
+    monkeypatch.setattr(storage.AtomicFile, "SPILL", 64)  # a file bigger than that streams to a temporary object
+    big = pa.table({"v": list(range(1000))})
+    for day, keep in ((22, False), (23, True)):
+        w = AtomicIpcWriter(storage.join(lake, "vectors"), "v", dt.date(2026, 11, day), 1764000000, big.schema)
+        w.write(big)
+        assert w.temp.startswith(f"{lake}/vectors/v/.202611{day}-1764000000.tmp-")
+        assert [k for k in keys() if f"202611{day}" in k] == []  # an upload shows once complete
+        w.commit() if keep else w.abort()
+    assert keys() == ["/vectors/v/20261120-1764000000", "/vectors/v/20261123-1764000000"]
+    assert storage.read_bytes(storage.join(lake, "vectors", "v", "20261123-1764000000"))[:6] == b"ARROW1"
     storage.remove_tree(storage.join(lake, "vectors"))
     assert keys() == []
 
@@ -671,16 +689,21 @@ def test_a_read_the_store_fails_to_answer_is_tried_again_later_and_a_bad_file_is
     """An object store that does not answer (or answers 5xx after the client's retries) is a moment
     to wait out: the read raises TransientError (the command fails, the file is read again by the
     next run) where a missing, refused or bad file is an InputError (the file is failed, with why)."""
+    import gzip
+
+    from lakehouse.definitions import parse_definition
     from lakehouse.errors import TransientError
     from lakehouse.ingest.blocks import Block
     from lakehouse.ingest.parse import parse_block
-    from lakehouse.definitions import parse_definition
     from lakehouse.inputs import read_records
 
     assert storage.transient("/data/x.csv", OSError("AWS Error NETWORK_CONNECTION")) is None  # a local file
     assert storage.transient("s3://b/x.csv", FileNotFoundError("s3://b/x.csv")) is None
     assert storage.transient("s3://b/x.csv", OSError("AWS Error ACCESS_DENIED during GetObject operation")) is None
     assert storage.transient("s3://b/x.csv", ValueError("bad bytes")) is None
+    assert storage.transient("s3://b/x.gz", gzip.BadGzipFile("Not a gzipped file (b'id')")) is None
+    assert storage.transient("s3://b/x.parquet", OSError("Unexpected end of stream")) is None  # a corrupt page
+    assert storage.transient("s3://b/x.csv", OSError("AWS Error INVALID_REQUEST (HTTP status 400)")) is None
     assert isinstance(storage.transient("s3://b/x.csv", OSError("AWS Error SLOW_DOWN during GetObject")),
                       TransientError)
     good = storage.join(lake, "in", "x.csv")
@@ -698,3 +721,38 @@ def test_a_read_the_store_fails_to_answer_is_tried_again_later_and_a_bad_file_is
             list(parse_block(definition, block))
     finally:
         objectstore.use(None)
+
+
+@pytest.mark.spark
+def test_an_ingest_whose_input_the_store_fails_to_serve_fails_whole_and_the_next_takes_it(lake, project,
+                                                                                          monkeypatch):
+    """The store stops answering while an ingest parses a file of its landing prefix, more times
+    than a batch's staging attempts: each run fails with one line and leaves the file to the next
+    run, never failed for good; the run once the store answers takes every row once."""
+    from lakehouse.ingest import parse
+
+    project.table(EVENTS)
+    project.migration("0001_create_events.py", "def upgrade(ctx):\n    ctx.create_table('events')\n")
+    assert cli_in_process(project, "migrate").returncode == 0
+    body, ids = _events_file(7)
+    landing = storage.join(lake, "landing")
+    storage.write_bytes(storage.join(landing, "ev_1007.csv"), body)
+    real = parse.block_records
+
+    def store_gone(block, *args, **kwargs):
+        raise OSError(f"When reading information for key '{block.path}': AWS Error NETWORK_CONNECTION during "
+                      "GetObject operation: curlCode: 7, Couldn't connect to server")
+
+    monkeypatch.setattr(parse, "fast_csv_block", lambda *a, **k: None)  # the row path, which reads records
+    monkeypatch.setattr(parse, "block_records", store_gone)
+    for _ in range(4):  # more than MAX_STAGE_ATTEMPTS
+        r = cli_in_process(project, "ingest", "events", "--source", landing)
+        assert r.returncode == 1 and "the object store failed to answer a read" in r.stderr, r.stderr
+        assert r.stderr.strip().count("\n") == 0 and "failed 3 times" not in r.stderr, r.stderr
+    monkeypatch.setattr(parse, "block_records", real)
+    r = cli_in_process(project, "--format", "json", "ingest", "events", "--source", landing)
+    assert r.returncode == 0, r.stderr
+    got = cli_in_process(project, "--format", "json", "query", "SELECT id FROM events ORDER BY id")
+    assert [row["id"] for row in json.loads(got.stdout)] == sorted(ids)
+    rejects = json.loads(cli_in_process(project, "--format", "json", "rejects", "events").stdout)
+    assert [x["line"] for x in rejects] == [6]

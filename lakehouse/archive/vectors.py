@@ -3,18 +3,15 @@
 A day's current file for a column is the one with the largest cutoff not above the archive's
 committed cutoff: a run writes its files before it commits, so files of a run that never
 committed carry a larger cutoff and are never read; the next run removes them, and superseded
-files of earlier runs. On a local disk a file is written under a temporary name (starting with
-'.') and renamed; an object store's upload is whole or absent by itself, so a file is written
-straight to its name (a rename there would be a copy and a delete, and folders are not made).
+files of earlier runs. A file appears whole or not at all (``lakehouse.storage.AtomicFile``: a
+temporary name starting with '.' on a local disk, one PUT on an object store).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import re
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -266,23 +263,16 @@ def read_schema(path: str) -> pa.Schema:
 
 
 class AtomicIpcWriter:
-    """Writes an Arrow IPC file that appears whole on ``commit`` (local: under a temporary name,
-    renamed; an object store: an upload to its name, which only shows once complete)."""
+    """Writes an Arrow IPC file that appears whole under its name on ``commit``, or not at all
+    (``abort``): through :class:`lakehouse.storage.AtomicFile`."""
 
     def __init__(self, vectors_root: str, column: str, day: dt.date, cutoff: int, schema: pa.Schema,
                  encoding: Encoding | None = None) -> None:
-        self.fs, root = filesystem(vectors_root)
-        folder = join(root, column)
-        local = isinstance(self.fs, pafs.LocalFileSystem)
-        if local:
-            self.fs.create_dir(folder, recursive=True)
         schema = schema.with_metadata({**(schema.metadata or {}), **file_metadata(day, cutoff, encoding)})
-        name = vector_name(day, cutoff)
-        self.final = join(folder, name)
-        self.temp = join(folder, f".{name}.tmp-{uuid.uuid4().hex[:8]}") if local else self.final
-        self._uri = join(vectors_root, column, name)
-        self._sink = self.fs.open_output_stream(self.temp)
-        self._writer = ipc.new_file(self._sink, schema)
+        self.final = filesystem(join(vectors_root, column, vector_name(day, cutoff)))[1]
+        self._file = storage.AtomicFile(join(vectors_root, column, vector_name(day, cutoff)))
+        self.temp = self._file.temp
+        self._writer = ipc.new_file(self._file, schema)
         self.schema = schema
 
     def write(self, table: pa.Table) -> None:
@@ -293,24 +283,17 @@ class AtomicIpcWriter:
             self._writer.write_table(table.replace_schema_metadata(self.schema.metadata))
 
     def commit(self) -> str:
-        """Close the file and move it to its final name; the final path."""
+        """Close the file and make it whole under its name; its path (as its filesystem names it)."""
         self._writer.close()
-        self._sink.close()
-        if self.temp != self.final:
-            self.fs.move(self.temp, self.final)
+        self._file.commit()
         return self.final
 
     def abort(self) -> None:
-        """Close and delete the temporary file (nothing is left under the final name)."""
+        """Drop the file: nothing is left under its name, or anywhere."""
         try:
             self._writer.close()
-            self._sink.close()
         finally:
-            if self.temp != self.final:
-                with contextlib.suppress(FileNotFoundError):
-                    self.fs.delete_file(self.temp)
-            else:  # pyarrow's delete would leave a folder marker behind
-                storage.delete(self._uri)
+            self._file.abort()
 
 
 def read(path: str) -> pa.Table:

@@ -17,6 +17,21 @@ if TYPE_CHECKING:
     from lakehouse.settings import Settings
 
 
+def _baseline(spark: Any, live: str, definition: Any, days: int, dest: str) -> float:
+    """The baseline, timed: the rows of ``live`` sorted the way archiving sorts them, in one plain
+    partitioned Delta write to ``dest``."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.archive.order import row_order
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    rows = spark.read.format("delta").load(live)
+    t0 = time.monotonic()
+    (rows.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*row_order(definition))
+     .write.format("delta").partitionBy(PARTITION_COLUMN).save(dest))
+    return time.monotonic() - t0
+
+
 def _timed_archive(lh: Any, now: dt.datetime, ledger: bool) -> tuple[float, Any]:
     """One archive run of the bench table, with or without the books: (seconds, result)."""
     from lakehouse.archive.run import run_archive
@@ -60,10 +75,7 @@ def _ledger_figures(runs: list[tuple[tuple[float, Any], bool]]) -> dict[str, Any
 def bench_archive(master: str, rows: int, days: int, workdir: str | None = None) -> dict[str, Any]:
     """Generate ``rows`` trips over ``days`` UTC days straight into live, archive them all, and
     write the same rows with a plain sorted, partitioned Delta write; both timed."""
-    from pyspark.sql import functions as F
 
-    from lakehouse.archive.order import row_order
-    from lakehouse.definitions import PARTITION_COLUMN
 
     root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-"))
     try:
@@ -75,12 +87,7 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
         generate_live(spark, lh.paths("bench").live, rows, start, days)
         generate_s = time.monotonic() - t0
 
-        # the baseline: the same rows, sorted the same way, one plain partitioned Delta write
-        live = spark.read.format("delta").load(lh.paths("bench").live)
-        t0 = time.monotonic()
-        (live.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*row_order(d))
-         .write.format("delta").partitionBy(PARTITION_COLUMN).save(str(root / "baseline")))
-        baseline_s = time.monotonic() - t0
+        baseline_s = _baseline(spark, lh.paths("bench").live, d, days, str(root / "baseline"))
 
         # with and without the books (the conservation check and the ledger), on copies of the
         # same table, in the order with, without, without, with (and the reverse for the merge
@@ -126,12 +133,9 @@ def _on_one_store(master: str, rows: int, days: int, root: Path, store: Settings
     """Archive vs the plain sorted Delta write on one store (the local disk under ``root``, or
     ``warehouse`` on the object store of ``store``), after a warm-up archive of a small table on
     the same store; on an object store, the requests each made, as the store counted them."""
-    from pyspark.sql import functions as F
 
     from lakehouse import storage
-    from lakehouse.archive.order import row_order
     from lakehouse.bench.requests import StoreRequests, not_counted
-    from lakehouse.definitions import PARTITION_COLUMN
 
     def where(name: str) -> str | None:
         """The warehouse of the project ``name`` (None: in its folder under ``root``)."""
@@ -149,13 +153,8 @@ def _on_one_store(master: str, rows: int, days: int, root: Path, store: Settings
     _timed_archive(warm, start + dt.timedelta(days=days), ledger=True)
 
     counter = StoreRequests(store.s3.endpoint if store and store.s3 else None) if warehouse else None
-    live = spark.read.format("delta").load(lh.paths("bench").live)
-    baseline = where("baseline") or str(root / "baseline")
     with counter.counting() if counter else not_counted() as baseline_requests:
-        t0 = time.monotonic()
-        (live.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*row_order(d))
-         .write.format("delta").partitionBy(PARTITION_COLUMN).save(baseline))
-        baseline_s = time.monotonic() - t0
+        baseline_s = _baseline(spark, lh.paths("bench").live, d, days, where("baseline") or str(root / "baseline"))
     with counter.counting() if counter else not_counted() as archive_requests:
         archive_s, result = _timed_archive(lh, start + dt.timedelta(days=days + 2), ledger=True)
     if result.rows_archived != rows:

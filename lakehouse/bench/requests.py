@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 KINDS = ("GET", "HEAD", "LIST", "PUT", "COPY", "DELETE", "POST")
-"""The kinds of request counted: object reads, metadata reads, listings, writes, server-side
-copies, deletes, and the rest (multipart uploads, bulk deletes)."""
+"""The kinds of request counted: object reads, metadata reads, listings, writes (a part of a
+multipart upload too), server-side copies, deletes (a bulk delete counts one), and the rest (the
+start and end of multipart uploads). Path-style requests, as an S3 API server on loopback takes."""
 
 
 def kind(method: str, url: str, headers: dict[str, str]) -> str:
@@ -30,7 +31,7 @@ def kind(method: str, url: str, headers: dict[str, str]) -> str:
     if method == "GET":
         # a path-style listing is GET /bucket?list-type=2 (or the old GET /bucket?prefix=...)
         path = [p for p in parts.path.split("/") if p]
-        return "LIST" if "list-type" in query or len(path) <= 1 else "GET"
+        return "LIST" if "list-type" in query or (len(path) <= 1 and "location" not in query) else "GET"
     if method == "PUT" and any(k.lower() == "x-amz-copy-source" for k in headers):
         return "COPY"
     if method == "POST" and "delete" in query:
@@ -71,9 +72,12 @@ class StoreRequests:
         assert self._base is not None
         tally = Counter({k: 0 for k in KINDS})
         with urllib.request.urlopen(self._base + "download-recording", timeout=600) as r:  # noqa: S310
-            for line in r:
-                if line.strip():
-                    entry = json.loads(line)
+            decoder = json.JSONDecoder()
+            for raw in r:
+                # one entry a line; two handlers' newlines may follow their two entries on one line
+                line, at = raw.decode("utf-8", "replace").strip(), 0
+                while at < len(line):
+                    entry, at = decoder.raw_decode(line, at)
                     tally[kind(entry["method"], entry["url"], entry.get("headers") or {})] += 1
         return tally
 

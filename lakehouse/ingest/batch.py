@@ -245,6 +245,8 @@ class BatchRunner:
             try:
                 manifest = self._stage(batch, blocks, staging, manifest_path)
             except Exception as err:  # noqa: BLE001 - retried, then the files are failed
+                if storage.is_transient(err):  # the store did not answer: not the files' fault
+                    raise
                 batch.attempts += 1
                 self.store.save(state)
                 if batch.attempts < MAX_STAGE_ATTEMPTS:

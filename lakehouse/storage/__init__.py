@@ -29,70 +29,20 @@ from lakehouse import objectstore
 from lakehouse.errors import TransientError
 from lakehouse.objectstore import is_s3
 from lakehouse.storage import s3 as s3io
-from lakehouse.storage.s3 import check_reachable, require_conditional_writes
+from lakehouse.storage.paths import absolute, filesystem, is_local, join, local_path
+from lakehouse.storage.s3 import (
+    check_reachable,
+    is_transient,
+    require_conditional_writes,
+    transient,
+)
 
-__all__ = ["check_reachable", "require_conditional_writes"]  # with every function below
-
-
-def is_local(uri: str) -> bool:
-    """True for a local path (not an object store URI)."""
-    return "://" not in uri
-
-
-def local_path(uri: str) -> str | None:
-    """The local filesystem path of a warehouse location, or None for an object store."""
-    if is_local(uri):
-        return uri
-    if uri.startswith("file://"):
-        return uri[len("file://"):]
-    return None
-
-
-def join(base: str, *parts: str) -> str:
-    """Join path segments for local paths and URIs alike."""
-    return "/".join([base.rstrip("/"), *parts])
-
-
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and path for a local path or URI (works on executors too); an S3
-    URI reaches the store lakehouse.objectstore describes."""
-    if "://" not in uri:
-        return pafs.LocalFileSystem(), uri
-    if is_s3(uri):
-        return s3io.arrow_s3(objectstore.active()), uri.split("://", 1)[1]
-    return pafs.FileSystem.from_uri(uri)
+__all__ = ["absolute", "check_reachable", "filesystem", "is_local", "is_transient", "join", "local_path",
+           "require_conditional_writes", "transient"]  # with every definition below
 
 
 # -- reading ------------------------------------------------------------------------------------
 
-REFUSALS = ("ACCESS_DENIED", "AccessDenied", "NO_SUCH_BUCKET", "NoSuchBucket", "INVALID_ACCESS_KEY_ID",
-            "InvalidAccessKeyId", "SIGNATURE_DOES_NOT_MATCH", "SignatureDoesNotMatch", "HTTP response code: 403")
-"""What an object store's refusal looks like in pyarrow's and boto3's errors: a setting to mend,
-not a moment to wait out."""
-
-
-def transient(path: str, e: BaseException) -> TransientError | None:
-    """A read of ``path`` that failed with ``e`` as a moment of the store or the network (an
-    object store that did not answer, or answered 5xx after the client's own retries): the error
-    to raise instead, so that the file is tried again by the next run rather than failed for good.
-    None for a failure of the file itself (missing, unreadable, refused) and for any local file."""
-    if is_local(path) or isinstance(e, (FileNotFoundError, PermissionError, TransientError)):
-        return None
-    text = str(e)
-    if not isinstance(e, OSError) or any(r in text for r in REFUSALS):
-        return None
-    return TransientError(f"{path}: the object store failed to answer a read (tried again by the next run): "
-                          f"{text.splitlines()[0][:200] if text else type(e).__name__}")
-
-
-def absolute(path: str) -> str:
-    """A file's one spelling: a local path made absolute, an S3 URI in its ``s3://`` form (its key
-    as given: an input's name may hold what a warehouse prefix may not)."""
-    if is_local(path):
-        return os.path.abspath(path)
-    if is_s3(path):
-        return "s3://" + path.split("://", 1)[1]
-    return path
 
 
 @dataclass(frozen=True)
@@ -255,24 +205,109 @@ def _fsync_folder(folder: str) -> None:
             os.close(fd)
 
 
+class AtomicFile:
+    """A file written in pieces that appears whole under its name on :meth:`commit`, or not at all
+    (:meth:`abort`); a file-like sink (pyarrow's writers take it). Local: a temporary file beside
+    it, fsynced, renamed, the folder fsynced. An object store, where an upload shows only once
+    complete but a failed writer's close would complete it: the bytes are kept in memory up to
+    ``SPILL``, then go on to a temporary object of the writer's own; ``commit`` is one PUT of the
+    bytes (or a copy of the temporary object), ``abort`` drops them (or deletes only its own
+    temporary object). So nothing partial ever shows under the name, and a writer that fails
+    never touches the file another writer made there."""
+
+    SPILL = 64 << 20
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        folder, name = os.path.split(path)
+        self.temp = f"{folder}/.{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        """The temporary file (local), or the temporary object once the bytes outgrow memory."""
+        self._memory: io.BytesIO | None = None
+        self._out: Any = None
+        self._at = 0
+        self.closed = False
+        if is_local(path):
+            os.makedirs(folder or ".", exist_ok=True)
+            self._out = open(self.temp, "wb")  # noqa: SIM115 - closed by commit or abort
+        else:
+            self._memory = io.BytesIO()
+
+    def write(self, data: Any) -> int:
+        """Append bytes; how many."""
+        n = len(memoryview(data).cast("B"))
+        if self._memory is not None:
+            self._memory.write(data)
+            if self._memory.tell() > self.SPILL:  # on to a temporary object of this writer's own
+                fs, p = filesystem(self.temp)
+                self._out = fs.open_output_stream(p)
+                self._out.write(self._memory.getvalue())
+                self._memory = None
+        else:
+            self._out.write(data)
+        self._at += n
+        return n
+
+    def tell(self) -> int:
+        return self._at
+
+    def flush(self) -> None:
+        """Nothing: the bytes go out on :meth:`commit`."""
+
+    def close(self) -> None:
+        """Nothing: :meth:`commit` or :meth:`abort` decides, not a writer closing its sink."""
+    def commit(self) -> str:
+        """Make the file whole under its name; its path."""
+        self.closed = True
+        if self._memory is not None:
+            _put(self.path, self._memory.getvalue())
+            self._memory = None
+        elif is_local(self.path):
+            self._out.flush()
+            os.fsync(self._out.fileno())
+            self._out.close()
+            os.replace(self.temp, self.path)
+            _fsync_folder(os.path.dirname(self.path) or ".")
+        else:
+            self._out.close()
+            rename(self.temp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        """Leave nothing: the bytes written so far are dropped."""
+        if self.closed:
+            return
+        self.closed = True
+        self._memory = None
+        if self._out is not None:
+            with contextlib.suppress(Exception):
+                self._out.close()
+            delete(self.temp)
+
+    def __enter__(self) -> "AtomicFile":
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def _put(path: str, data: bytes) -> None:
+    """One upload of a whole object (S3: one PUT; another store: through pyarrow)."""
+    if is_s3(path):
+        return s3io.put(path, data)
+    fs, p = filesystem(path)
+    with fs.open_output_stream(p) as f:
+        f.write(data)
+
+
 def write_bytes(path: str, data: bytes) -> None:
     """Replace a file atomically and durably: readers see the old content or the new, never a
-    mix, and a crash leaves one of them (local: temporary file, fsync, rename, fsync of the
-    folder; an object store's PUT is atomic by itself)."""
-    if not is_local(path):
-        fs, p = filesystem(path)
-        with fs.open_output_stream(p) as f:
-            f.write(data)
-        return
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb") as f:
+    mix, and a crash leaves one of them (:class:`AtomicFile`: local, a renamed temporary file;
+    an object store, one PUT)."""
+    with AtomicFile(path) as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_folder(folder)
 
 
 def write_text(path: str, text: str) -> None:
@@ -394,6 +429,10 @@ def rename(src: str, dest: str) -> None:
     if is_local(src) and is_local(dest):
         os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
         os.replace(src, dest)
+        return
+    if is_s3(src) and is_s3(dest) and is_file(src):  # a copy and a delete (pyarrow's would add folder markers)
+        s3io.copy(src, dest)
+        delete(src)
         return
     fs, s = filesystem(src)
     _, d = filesystem(dest)

@@ -43,11 +43,30 @@ def bucket_key(uri: str) -> tuple[str, str]:
 
 def delete_prefix(bucket: str, prefix: str) -> None:
     """Delete every object under ``prefix`` (a listing, then a thousand keys a request)."""
+    if not prefix.strip("/"):
+        raise ValueError(f"s3://{bucket}: refusing to delete every object of a bucket")
     c = client(objectstore.active())
     for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
         if keys:
-            c.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+            errors = c.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True}).get("Errors", [])
+            if errors:
+                e = errors[0]
+                raise OSError(f"s3://{bucket}/{e.get('Key')}: not deleted: {e.get('Code')} {e.get('Message')} "
+                              f"({len(errors)} key(s) not deleted)")
+
+
+def put(path: str, data: bytes) -> None:
+    """One PUT of a whole object."""
+    bucket, key = bucket_key(path)
+    client(objectstore.active()).put_object(Bucket=bucket, Key=key, Body=data)
+
+
+def copy(src: str, dest: str) -> None:
+    """A copy of one object made by the store (CopyObject: up to 5 GB)."""
+    sb, sk = bucket_key(src)
+    db, dk = bucket_key(dest)
+    client(objectstore.active()).copy_object(Bucket=db, Key=dk, CopySource={"Bucket": sb, "Key": sk})
 
 
 def put_if(path: str, data: bytes, etag: str | None) -> bool:
@@ -156,3 +175,37 @@ def require_conditional_writes(uri: str) -> None:
                           "writes (PUT with If-None-Match: * or If-Match), which lakehouse needs for leases and "
                           "logs; use a store that does (AWS S3, MinIO, R2, Ceph 19+)")
     _CHECKED.add((s3, bucket))
+
+
+TRANSIENT = ("NETWORK_CONNECTION", "SLOW_DOWN", "SERVICE_UNAVAILABLE", "INTERNAL_FAILURE", "REQUEST_TIMEOUT",
+             "THROTTLING", "curlCode", "HTTP response code: 5", "Connection reset", "Connection refused",
+             "timed out", "Timeout")
+"""What a moment of the store or the network looks like in pyarrow's S3 errors (it retried
+already): no connection, no answer, throttling, a 5xx."""
+
+
+def transient(path: str, e: BaseException) -> TransientError | None:
+    """A read of ``path`` on an object store that failed with ``e`` for a moment of the store or
+    the network (:data:`TRANSIENT`): the error to raise instead, so that the file is read again by
+    the next run rather than failed for good. None for anything else: a missing, refused, corrupt
+    or truncated file (failed, with why), and any local file."""
+    import gzip
+
+    if not is_s3(path) or not isinstance(e, OSError) or isinstance(e, (FileNotFoundError, PermissionError,
+                                                                         gzip.BadGzipFile)):
+        return None
+    text = str(e)
+    if not any(marker in text for marker in TRANSIENT):
+        return None
+    return TransientError(f"{path}: {TRANSIENT_READ} (tried again by the next run): "
+                          f"{text.splitlines()[0][:200] if text else type(e).__name__}")
+
+
+TRANSIENT_READ = "the object store failed to answer a read"
+"""The words of :func:`transient`'s error, found in a Spark task's failure too."""
+
+
+def is_transient(e: BaseException) -> bool:
+    """Whether a failure (here, or in a Spark task, where it arrives as text) is a moment to wait
+    out: a TransientError, or a task that failed with :func:`transient`'s error."""
+    return isinstance(e, TransientError) or TRANSIENT_READ in str(e)
