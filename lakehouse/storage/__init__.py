@@ -212,8 +212,7 @@ class AtomicFile:
     complete but a failed writer's close would complete it: the bytes are kept in memory up to
     ``SPILL``, then go on to a temporary object of the writer's own; ``commit`` is one PUT of the
     bytes (or a copy of the temporary object), ``abort`` drops them (or deletes only its own
-    temporary object). So nothing partial ever shows under the name, and a writer that fails
-    never touches the file another writer made there."""
+    temporary object): nothing partial shows under the name, and a failed writer never touches it."""
 
     SPILL = 64 << 20
 
