@@ -1,7 +1,7 @@
 """An S3 API server for the tests: moto's, on a free loopback port, printing its endpoint on the
 first line of standard output; ``--ignore HEADER`` (repeatable: If-None-Match, If-Match) makes it
-ignore that condition, as a store without conditional writes does; it stops when the process
-``--owner`` is gone."""
+ignore that condition, as a store without conditional writes does; conditional writes are decided
+one at a time, atomically, as S3 decides them; it stops when the process ``--owner`` is gone."""
 
 from __future__ import annotations
 
@@ -34,14 +34,19 @@ def main() -> None:
     app = DomainDispatcherApplication(create_backend_app)
 
     ignored = ["HTTP_" + h.upper().replace("-", "_") for h in args.ignore]
+    # moto checks a write's condition, then writes, without a lock: two conditional PUTs of one key
+    # at once could both pass. S3 decides them atomically; so does this server, one at a time.
+    atomic = threading.Lock()
 
-    def without_conditions(environ: dict[str, Any], start_response: Any) -> Any:
+    def served(environ: dict[str, Any], start_response: Any) -> Any:
         for name in ignored:
             environ.pop(name, None)
+        if environ.get("HTTP_IF_MATCH") or environ.get("HTTP_IF_NONE_MATCH"):
+            with atomic:
+                return list(app(environ, start_response))
         return app(environ, start_response)
 
-    server = make_server("127.0.0.1", 0, without_conditions if ignored else app, True,
-                         request_handler=MotoRequestHandler)
+    server = make_server("127.0.0.1", 0, served, True, request_handler=MotoRequestHandler)
     host, port = server.server_address[:2]
     print(f"http://{host}:{port}", flush=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -20,6 +20,7 @@ import yaml
 from lakehouse import delta_log, objectstore, storage
 from lakehouse.errors import ConfigError, InputError
 from lakehouse.objectstore import S3
+from lakehouse.storage import lines
 from tests.conftest import AWS_TEST_ENV, FAST_JVM, REPO, SMALL_JOBS, S3Server, cli_in_process
 
 pytestmark = pytest.mark.s3
@@ -75,16 +76,16 @@ def test_appends_from_racing_writers_are_all_kept_once(lake):
 
     def append(i: int) -> None:
         for j in range(5):
-            storage.append_json_lines(log, [{"writer": i, "n": j}, {"writer": i, "n": j, "second": True}])
+            lines.append_json_lines(log, [{"writer": i, "n": j}, {"writer": i, "n": j, "second": True}])
 
     with ThreadPoolExecutor(6) as pool:
         list(pool.map(append, range(6)))
-    docs = storage.read_json_lines(log)
+    docs = lines.read_json_lines(log)
     assert len(docs) == 6 * 5 * 2
     assert sorted(json.dumps(d, sort_keys=True) for d in docs) == sorted(
         json.dumps(d, sort_keys=True) for i in range(6) for j in range(5)
         for d in ({"writer": i, "n": j}, {"writer": i, "n": j, "second": True}))
-    assert storage.read_json_lines(log, tail_bytes=60)[-1] in docs
+    assert lines.read_json_lines(log, tail_bytes=60)[-1] in docs
 
 
 @pytest.mark.parametrize("ignored", [("If-None-Match", "If-Match"), ("If-Match",), ("If-None-Match",)])
@@ -100,7 +101,7 @@ def test_a_store_without_conditional_writes_is_refused_by_name_before_any_exclus
         lake = storage.join(bucket, "wh")
         for attempt in (
             lambda: storage.create_exclusive(storage.join(lake, "x"), b"1"),
-            lambda: storage.append_json_lines(storage.join(lake, "log.jsonl"), [{"n": 1}]),
+            lambda: lines.append_json_lines(storage.join(lake, "log.jsonl"), [{"n": 1}]),
             lambda: Lease(storage.join(lake, "t", "_stream", "lock"), "a producer").acquire(),
         ):
             with pytest.raises(ConfigError) as e:
@@ -756,3 +757,28 @@ def test_an_ingest_whose_input_the_store_fails_to_serve_fails_whole_and_the_next
     assert [row["id"] for row in json.loads(got.stdout)] == sorted(ids)
     rejects = json.loads(cli_in_process(project, "--format", "json", "rejects", "events").stdout)
     assert [x["line"] for x in rejects] == [6]
+
+
+def test_a_document_replaced_while_it_is_read_reads_whole_old_or_new(lake):
+    """A state document another process replaces (a bigger one, a smaller one) while this one reads
+    it reads as one of them, never a mix: one GET of one version, not a size looked up first and
+    ranges read after (which read the start of a new version to the old one's length)."""
+    path = storage.join(lake, "_stream", "state.json")
+    docs = [{"n": i, "pad": "x" * (40_000 if i % 2 else 3_000)} for i in range(2)]
+    storage.write_json(path, docs[0])
+    stop = threading.Event()
+
+    def replace() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            storage.write_json(path, docs[i % 2])
+
+    writer = threading.Thread(target=replace)
+    writer.start()
+    try:
+        seen = [storage.read_json(path)["n"] for _ in range(150)]
+    finally:
+        stop.set()
+        writer.join()
+    assert set(seen) <= {0, 1}

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import storage
-from lakehouse.storage import join
+from lakehouse.storage import join, lines
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ def ledger_path(paths: TablePaths) -> str:
 def record(paths: TablePaths, release: int, at: int, loads: list[dict[str, Any]]) -> None:
     """Append a release's line (before its commit into live): ``loads`` holds one
     ``{load, producer, after, upto, rows}`` per insert the release takes rows of."""
-    storage.append_json_lines(ledger_path(paths), [{"release": int(release), "at": int(at), "loads": loads}])
+    lines.append_json_lines(ledger_path(paths), [{"release": int(release), "at": int(at), "loads": loads}])
 
 
 def releases(paths: TablePaths, committed: int | None = None) -> dict[int, dict[str, Any]]:
@@ -57,7 +56,7 @@ def releases(paths: TablePaths, committed: int | None = None) -> dict[int, dict[
 
         committed = delta_log.txn_version(paths.live, APP_ID) or 0
     out: dict[int, dict[str, Any]] = {}
-    for doc in storage.read_json_lines(ledger_path(paths)):
+    for doc in lines.read_json_lines(ledger_path(paths)):
         try:
             n = int(doc["release"])
         except (KeyError, TypeError, ValueError):

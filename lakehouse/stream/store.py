@@ -19,7 +19,7 @@ from typing import Any
 from lakehouse import storage
 from lakehouse.errors import LakehouseError
 from lakehouse.lease import Lease, LeaseHeld, within
-from lakehouse.storage import join, write_json
+from lakehouse.storage import join, lines, write_json
 from lakehouse.stream.entries import Event
 from lakehouse.stream.model import StreamState
 from lakehouse.warehouse import TablePaths
@@ -85,12 +85,12 @@ class StreamStore:
             state.event_seq = last
         if not state.unlogged:
             return
-        storage.append_json_lines(self.events_path, [e for e in state.unlogged if int(e.get("seq", 0)) > last])
+        lines.append_json_lines(self.events_path, [e for e in state.unlogged if int(e.get("seq", 0)) > last])
         state.unlogged = []  # on disk too with the next save
 
     def _last_seq(self) -> int:
         """The number of the log's last complete event (0: none)."""
-        for e in reversed(storage.read_json_lines(self.events_path, tail_bytes=65536)):
+        for e in reversed(lines.read_json_lines(self.events_path, tail_bytes=65536)):
             try:
                 return int(e.get("seq", 0))
             except (ValueError, AttributeError, TypeError):
@@ -103,7 +103,7 @@ class StreamStore:
         out = []
         seen: set[Any] = set()
         pending = self.read().unlogged
-        for e in storage.read_json_lines(self.events_path):
+        for e in lines.read_json_lines(self.events_path):
             if not isinstance(e, dict) or e.get("seq") in seen:
                 continue
             seen.add(e.get("seq"))
