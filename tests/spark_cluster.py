@@ -70,30 +70,34 @@ def main() -> None:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, stop)
-    deadline = time.monotonic() + START_SECONDS
-    while _workers(ui) < 1 and not stopping:
-        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-            print(f"the cluster did not start (logs in {folder})", flush=True)
-            stopping = True
-            break
-        time.sleep(0.5)
-    else:
-        print(url, flush=True)
-    while not stopping:
-        time.sleep(1)
+    def owner_gone() -> bool:
         try:
             os.kill(args.owner, 0)
         except ProcessLookupError:
-            break
-    for p in reversed(procs):
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
+            return True
+        return False
 
+    signal.signal(signal.SIGTERM, stop)
+    try:  # whatever happens here (the owner gone while starting, a closed stdout), both go
+        deadline = time.monotonic() + START_SECONDS
+        while _workers(ui) < 1 and not stopping:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs) or owner_gone():
+                print(f"the cluster did not start (logs in {folder})", flush=True)
+                stopping = True
+                break
+            time.sleep(0.5)
+        else:
+            print(url, flush=True)
+        while not stopping and not owner_gone():
+            time.sleep(1)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 if __name__ == "__main__":
     main()
