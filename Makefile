@@ -54,7 +54,7 @@ $(JARS)/.resolved: $(POM) $(VENV)/.installed
 # paths in Maven's local repository, recorded once; lakehouse.spark.session adds them to spark.jars.
 s3: setup $(S3JARS)/classpath.txt $(S3JARS)/lakehouse-delta-s3.jar
 
-$(S3JARS)/classpath.txt: $(S3POM) $(VENV)/.installed
+$(S3JARS)/classpath.txt: $(S3POM) $(VENV)/.installed $(JARS)/.resolved
 	@mkdir -p $(S3JARS)
 	@command -v mvn >/dev/null 2>&1 || { echo "error: an s3:// warehouse needs Maven (mvn) to resolve hadoop-aws" >&2; exit 1; }
 	@echo ">> resolving hadoop-aws and the AWS SDK bundle from Maven Central (once; about 540 MB)"
@@ -85,7 +85,10 @@ $(CLASSES): $(JARS)/.resolved
 demo: setup
 	$(BIN)/lakehouse demo --reset
 
-test: setup s3 lint
+# The set-up, the S3 extras and lint at once (lint needs only the venv: it runs beside Maven, javac
+# and the class archive's recording), then the suite.
+test: check-tools
+	@$(MAKE) --no-print-directory -j3 setup s3 lint
 	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup
@@ -105,7 +108,7 @@ notebooks: setup
 
 # ruff (with pydocstyle's rules for public definitions), mypy, and import-linter's contracts
 # (pyproject.toml: the package's layers); `make test` runs it first, so CI holds the layers.
-lint: setup
+lint: $(VENV)/.installed
 	$(BIN)/ruff check lakehouse tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
