@@ -41,8 +41,6 @@ __all__ = ["absolute", "check_reachable", "filesystem", "is_local", "is_transien
 
 # -- reading ------------------------------------------------------------------------------------
 
-
-
 @dataclass(frozen=True)
 class FileInfo:
     """A file as a listing or a look at it finds it."""
@@ -259,6 +257,7 @@ class AtomicFile:
 
     def close(self) -> None:
         """Nothing: :meth:`commit` or :meth:`abort` decides, not a writer closing its sink."""
+
     def commit(self) -> str:
         """Make the file whole under its name; its path."""
         self.closed = True
