@@ -35,9 +35,6 @@ rows) and plans once, without adaptive re-planning. Spark answers the same eithe
 suite runs both modes); lakehouse's defaults stay Spark's. Measured on tests/test_archive.py, one
 worker: busy CPU 145 -> 111 s."""
 os.environ.setdefault("LAKEHOUSE_SPARK_CONF", SMALL_JOBS)
-# every Spark driver the suite starts compiles with C1 only: the shared session, and the Connect
-# servers of the suite and of its S3 warehouses, whichever a worker starts first
-os.environ.setdefault("LAKEHOUSE_JAVA_OPTS", FAST_JVM)
 
 TRIPS_SMALL = """
 name: trips
