@@ -17,6 +17,17 @@ if TYPE_CHECKING:
     from lakehouse.settings import Settings
 
 
+START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+"""The first day of the benchmarks' generated trips."""
+
+
+def _timed_generate(spark: Any, live: str, rows: int, days: int) -> float:
+    """``rows`` generated trips over ``days`` days from ``START`` into the live table ``live``; seconds."""
+    t0 = time.monotonic()
+    generate_live(spark, live, rows, START, days)
+    return time.monotonic() - t0
+
+
 def _baseline(spark: Any, live: str, definition: Any, days: int, dest: str) -> float:
     """The baseline, timed: the rows of ``live`` sorted the way archiving sorts them, in one plain
     partitioned Delta write to ``dest``."""
@@ -82,10 +93,8 @@ def bench_archive(master: str, rows: int, days: int, workdir: str | None = None)
         lh = make_project(root, master)
         spark = lh.spark()
         d = lh.definition("bench")
-        start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-        t0 = time.monotonic()
-        generate_live(spark, lh.paths("bench").live, rows, start, days)
-        generate_s = time.monotonic() - t0
+        start = START
+        generate_s = _timed_generate(spark, lh.paths("bench").live, rows, days)
 
         baseline_s = _baseline(spark, lh.paths("bench").live, d, days, str(root / "baseline"))
 
@@ -144,10 +153,8 @@ def _on_one_store(master: str, rows: int, days: int, root: Path, store: Settings
     lh = make_project(root / "bench", master, store=store, warehouse=where("bench"))
     spark = lh.spark()
     d = lh.definition("bench")
-    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-    t0 = time.monotonic()
-    generate_live(spark, lh.paths("bench").live, rows, start, days)
-    generate_s = time.monotonic() - t0
+    start = START
+    generate_s = _timed_generate(spark, lh.paths("bench").live, rows, days)
     warm = make_project(root / "warm", master, store=store, warehouse=where("warm"))
     generate_live(spark, warm.paths("bench").live, min(rows, 10_000), start, days)
     _timed_archive(warm, start + dt.timedelta(days=days), ledger=True)
