@@ -612,21 +612,31 @@ def test_a_store_that_does_not_count_requests_says_why_and_counts_nothing():
 @pytest.mark.slow
 @pytest.mark.spark
 def test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_day(s3_server, s3_spark, project):
-    """``bench archive --warehouse s3://...``: the same rows archived and written plainly on the
-    store and on the local disk, the store's requests counted by the server, per archived day; a
+    """``bench archive --warehouse s3://...``: the same rows archived (with and without the books)
+    and written plainly on the store and on the local disk, each side's runs as samples with their
+    median, the ratios, the store's requests counted by the server per archived day, a plot; a
     vector file is one PUT (no copy, no folder marker), and the scratch prefix goes at the end."""
     bucket = s3_server.bucket()
+    plot = project.root / "plots" / "archive.png"
     r = _on(s3_spark, project.root, f"{bucket}/wh", "bench", "archive", "--warehouse", f"{bucket}/bench",
-            "--rows", "3000", "--days", "2")
+            "--rows", "3000", "--days", "2", "--repeats", "1", "--no-warmup", "--plot", str(plot))
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["rows"] == 3000 and doc["days"] == 2 and doc["warehouse"] == f"{bucket}/bench"
-    for side in ("local", "s3"):
-        figures = doc[side]
-        assert figures["archive_seconds"] > 0 and figures["baseline_sorted_delta_write_seconds"] > 0
-        assert doc[f"ratio_archive_to_baseline_{side}"] == figures["ratio_archive_to_baseline"]
-    assert "requests" not in doc["local"]
-    requests = doc["s3"]["requests"]
+    assert (doc["days"], doc["repeats"], doc["warehouse"], doc["plot"]) == (2, 1, f"{bucket}/bench", str(plot))
+    assert [(run["store"], run["rows"]) for run in doc["runs"]] == [("s3", 3000), ("local", 3000)]
+    for run in doc["runs"]:
+        sides = run["sides"]
+        assert set(sides) == {"archive", "archive_without_books", "baseline_sorted_delta_write"}
+        assert all(s["runs"] == 1 and s["median_s"] == s["samples_s"][0] > 0 for s in sides.values())
+        ratio = run["ratio_archive_to_baseline"]
+        assert ratio["low"] == ratio["median"] == ratio["high"]
+        assert ratio["median"] == pytest.approx(sides["archive"]["median_s"]
+                                                / sides["baseline_sorted_delta_write"]["median_s"], rel=0.01)
+        assert {"stage", "vectors", "conservation", "commit", "purge"} <= set(run["archive_steps_seconds"])
+        assert "conservation" not in run["archive_without_books_steps_seconds"]
+    local, on_s3 = doc["runs"][1], doc["runs"][0]
+    assert "requests" not in local
+    requests = on_s3["requests"]
     assert requests["counted"] is True
     archive, baseline = requests["archive"], requests["baseline_sorted_delta_write"]
     for counts in (archive, baseline):
@@ -634,9 +644,9 @@ def test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_d
         assert set(kinds) == {"GET", "HEAD", "LIST", "PUT", "COPY", "DELETE", "POST"}
         assert sum(kinds.values()) == counts["total"] > 0
         assert counts["per_day"] == round(counts["total"] / 2, 1)
-    assert doc["requests_per_archived_day"] == archive["per_day"]
     # every column of the bench table is a vector: 8 files a day, each at least one PUT
-    assert archive["PUT"] >= 8 * 2 and doc["s3"]["vector_files"] == 16
+    assert archive["PUT"] >= 8 * 2 and on_s3["vector_files"] == local["vector_files"] == 16
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert storage.list_files(f"{bucket}/bench") == []
 
 

@@ -1,7 +1,7 @@
 """``lakehouse bench``: each benchmark measures lakehouse against a baseline in the same run
 (ratios, not absolute targets); one module per benchmark, ``workload`` for what they run on."""
 
-from lakehouse.bench.archive import bench_archive, bench_archive_on_store
+from lakehouse.bench.archive import bench_archive
 from lakehouse.bench.backfill import bench_backfill
 from lakehouse.bench.commands import bench_cli
 from lakehouse.bench.compact import bench_compact
@@ -9,4 +9,4 @@ from lakehouse.bench.ingest import bench_ingest
 from lakehouse.bench.open import bench_open
 from lakehouse.bench.stream import bench_stream
 
-__all__ = ["bench_archive", "bench_archive_on_store", "bench_backfill", "bench_cli", "bench_compact", "bench_ingest", "bench_open", "bench_stream"]
+__all__ = ["bench_archive", "bench_backfill", "bench_cli", "bench_compact", "bench_ingest", "bench_open", "bench_stream"]

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lakehouse.cli.context import Ctx
-from lakehouse.cli.output import emit, emit_fields, format_option, handle_errors
+from lakehouse.cli.output import emit, emit_fields, format_option, handle_errors, steps
 
 
 @click.group()
@@ -18,30 +18,80 @@ def bench() -> None:
 
 
 @bench.command("archive")
-@click.option("--rows", type=int, default=1_000_000, show_default=True)
-@click.option("--days", type=int, default=5, show_default=True)
+@click.option("--rows", "sizes", type=click.IntRange(min=1), multiple=True, default=(1_000_000,), show_default=True,
+              help="Rows of generated trips (repeatable: one set of runs per size, e.g. --rows 1000000 --rows "
+                   "3000000 --rows 10000000).")
+@click.option("--days", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed runs of each side, after a warm-up, interleaved.")
+@click.option("--warmup/--no-warmup", default=True, show_default=True,
+              help="One untimed run of each side on a small table first.")
 @click.option("--warehouse", "store", metavar="s3://BUCKET/PREFIX",
               help="Also on this object store (scratch tables in a prefix of their own under it, removed "
                    "at the end): both ratios, and the store's requests per archived day.")
+@click.option("--plot", type=click.Path(dir_okay=False, writable=True), metavar="FILE.png",
+              help="Also draw the ratio against rows and the archive run's steps into this PNG file.")
 @format_option()
 @click.pass_obj
 @handle_errors
-def bench_archive_cmd(obj: Ctx, rows: int, days: int, store: str | None, fmt: str | None) -> None:
-    """Archive ROWS generated trips vs a plain sorted Delta write of the same rows."""
-    from lakehouse.bench import bench_archive, bench_archive_on_store
+def bench_archive_cmd(obj: Ctx, sizes: tuple[int, ...], days: int, repeats: int, warmup: bool, store: str | None,
+                      plot: str | None, fmt: str | None) -> None:
+    """Archive generated trips (with and without the books) vs a plain sorted Delta write of the
+    same rows: medians, spreads and ratios of REPEATS interleaved runs a side."""
+    from lakehouse.bench import bench_archive
     from lakehouse.objectstore import is_s3
     from lakehouse.settings import Settings
 
     if store is None and obj.warehouse and is_s3(obj.warehouse):
         store = obj.warehouse  # `lakehouse --warehouse s3://... bench archive`: the same
-    if store is None:
-        emit_fields(obj.fmt(fmt), bench_archive(obj.spark_master, rows, days))
-        return
-    if not is_s3(store):
-        raise click.BadParameter(f"{store!r} is not an object-store URI (s3://bucket/prefix); without --warehouse "
-                                 "the bench runs on a scratch folder of the local disk", param_hint="--warehouse")
-    settings = Settings.resolve(obj.project, store, obj.master, remote=obj.remote, conf=obj.conf)
-    emit_fields(obj.fmt(fmt), bench_archive_on_store(settings.master, rows, days, settings))
+    settings = None
+    if store is not None:
+        if not is_s3(store):
+            raise click.BadParameter(f"{store!r} is not an object-store URI (s3://bucket/prefix); without "
+                                     "--warehouse the bench runs on a scratch folder of the local disk",
+                                     param_hint="--warehouse")
+        settings = Settings.resolve(obj.project, store, obj.master, remote=obj.remote, conf=obj.conf)
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_archive(settings.master if settings else obj.spark_master, sorted(set(sizes)), days, repeats,
+                            settings, report, warmup)
+    if plot:
+        from lakehouse.bench.plot import plot_archive
+
+        doc["plot"] = str(plot_archive(doc, plot))
+    render_archive(f, doc)
+
+
+def render_archive(fmt: str, doc: dict[str, Any]) -> None:
+    """``bench archive``'s figures: a text table (a row a store and size: each side's median and
+    spread, the ratios), JSON, or CSV (a row a store and size, as ``emit`` makes it)."""
+    from lakehouse.output import text_table
+
+    runs = [(s["store"], s) for s in doc["runs"]]
+
+    def side(s: dict[str, Any], name: str) -> str:
+        v = s["sides"][name]
+        return f"{v['median_s']:.2f} ±{100 * (v['spread'] or 0) / 2:.0f}%"
+
+    def text() -> None:
+        text_table(("store", "rows", "archive s", "no books s", "sorted write s", "ratio", "range", "books"),
+                   ([store, f"{s['rows']:,}", side(s, "archive"), side(s, "archive_without_books"),
+                     side(s, "baseline_sorted_delta_write"), f"{s['ratio_archive_to_baseline']['median']:.2f}x",
+                     f"{s['ratio_archive_to_baseline']['low']:.2f}-{s['ratio_archive_to_baseline']['high']:.2f}",
+                     f"{s['ratio_books']['median']:.2f}x"] for store, s in runs),
+                   right={"rows", "archive s", "no books s", "sorted write s", "ratio", "range", "books"},
+                   title=f"median of {doc['repeats']} runs a side (± half the spread), {doc['days']} days")
+        for store, s in runs:
+            click.echo(f"{store} {s['rows']:,} rows, archive steps (median s): "
+                       + ", ".join(f"{k} {v:.2f}" for k, v in s["archive_steps_seconds"].items()))
+            if "requests" in s and s["requests"]["counted"]:
+                click.echo(f"{store} {s['rows']:,} rows, requests per archived day: archive "
+                           f"{s['requests']['archive']['per_day']}, sorted write "
+                           f"{s['requests']['baseline_sorted_delta_write']['per_day']}")
+        if doc.get("plot"):
+            click.echo(f"plot: {doc['plot']}")
+
+    emit(fmt, doc, text, table="runs", keys=("store", "rows"))
 
 
 @bench.command("backfill")

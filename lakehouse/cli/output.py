@@ -26,9 +26,11 @@ cutoff always with its instant beside it (``cutoff_text``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -147,6 +149,22 @@ def fail(message: str) -> NoReturn:
     """End the command: one ``error: ...`` line (whitespace folded) on stderr, exit 1."""
     click.echo(f"error: {' '.join(message.split())}", err=True)
     sys.exit(1)
+
+
+@contextlib.contextmanager
+def steps(fmt: str) -> Iterator[Callable[[str], None]]:
+    """What a long command is doing, as one line on stderr that it updates (rich's status, with
+    the seconds since the start; gone at the end): a report function for the work to call. Only
+    on a terminal and not under ``--format json``; elsewhere the report says nothing."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if fmt == "json" or not console.is_terminal:
+        yield lambda _: None
+        return
+    started = time.monotonic()
+    with console.status("starting") as status:
+        yield lambda what: status.update(f"{what}  [{time.monotonic() - started:.0f} s]")
 
 
 def handle_errors(fn: F) -> F:

@@ -1,0 +1,79 @@
+"""The benchmarks' plots (``--plot FILE``): PNG files drawn with matplotlib's Agg backend (no
+display needed), from the same documents ``--format json`` prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+STEP_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
+                "#CCB974", "#64B5CD")
+
+
+def _figure(panels: int) -> tuple[Any, list[Any]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.6), squeeze=False)
+    return fig, list(axes[0])
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, format="png", dpi=110)
+    plt.close(fig)
+    return out
+
+
+def _ratio_line(ax: Any, sizes: list[dict[str, Any]], key: str, label: str) -> None:
+    """The median ratio ``key`` against rows, the range of the samples as error bars."""
+    rows = [s["rows"] for s in sizes]
+    med = [s[key]["median"] for s in sizes]
+    low = [m - s[key]["low"] for m, s in zip(med, sizes)]
+    high = [s[key]["high"] - m for m, s in zip(med, sizes)]
+    ax.errorbar(rows, med, yerr=[low, high], marker="o", capsize=4, label=label)
+    for x, y in zip(rows, med):
+        ax.annotate(f"{y:.2f}x", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+
+
+def plot_archive(doc: dict[str, Any], path: str | Path) -> Path:
+    """``bench archive``'s plot: the ratio to the plain sorted Delta write against rows (median,
+    and the range of the samples), and per size the archive run's steps (median seconds) beside
+    the baseline's median."""
+    fig, (left, right) = _figure(2)
+    for store, label in (("local", "local disk"), ("s3", "object store")):
+        runs = [r for r in doc["runs"] if r["store"] == store]
+        if runs:
+            _ratio_line(left, runs, "ratio_archive_to_baseline", f"archive / sorted Delta write ({label})")
+    left.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    left.set_xscale("log")
+    left.set_xlabel("rows")
+    left.set_ylabel("ratio of medians")
+    left.set_title(f"archive vs plain sorted Delta write ({doc['repeats']} runs each, {doc['days']} days)")
+    left.legend(fontsize=8)
+
+    sizes = [r for r in doc["runs"] if r["store"] == "local"]
+    steps = list(dict.fromkeys(k for s in sizes for k in s["archive_steps_seconds"]))
+    labels = []
+    for i, s in enumerate(sizes):
+        bottom = 0.0
+        for j, step in enumerate(steps):
+            v = s["archive_steps_seconds"].get(step, 0.0)
+            right.bar(2 * i, v, bottom=bottom, color=STEP_COLOURS[j % len(STEP_COLOURS)], width=0.8,
+                      label=step if i == 0 else None)
+            bottom += v
+        right.bar(2 * i + 0.9, s["sides"]["baseline_sorted_delta_write"]["median_s"], width=0.8, color="#BBBBBB",
+                  label="sorted Delta write" if i == 0 else None)
+        labels.append(f"{s['rows']:,}")
+    right.set_xticks([2 * i + 0.45 for i in range(len(sizes))], labels)
+    right.set_xlabel("rows (archive steps | baseline)")
+    right.set_ylabel("seconds (median)")
+    right.set_title("where the archive run's time goes (local disk)")
+    right.legend(fontsize=7, ncol=2)
+    return _save(fig, path)
