@@ -16,11 +16,34 @@ import io
 import json
 import math
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+
+Progress = Callable[[str], None]
+"""Where long work says what it is doing: a line on a terminal (``cli.output.steps``), or nothing."""
+
+
+def quiet(_: str) -> None:
+    """A ``Progress`` that says nothing."""
+
+
+@dataclass
+class Steps:
+    """The step a job is at (recorded with a failure), each new one said to ``report``."""
+
+    job: str
+    report: Progress = quiet
+    step: str = "start"
+
+    def at(self, step: str, detail: str = "") -> None:
+        """The job starts ``step`` (``detail``: its size, such as days and rows)."""
+        self.step = step
+        self.report(f"{self.job}: {step}" + (f" ({detail})" if detail else ""))
 
 
 def json_value(v: Any) -> Any:

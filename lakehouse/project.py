@@ -14,6 +14,7 @@ from lakehouse.definitions import (
     load_definitions,
 )
 from lakehouse.errors import QueryError
+from lakehouse.output import Progress, quiet
 from lakehouse.query import compare as compare_mod
 from lakehouse.query import sources
 from lakehouse.settings import Settings
@@ -174,25 +175,29 @@ class Lakehouse:
 
     # -- archiving ------------------------------------------------------------------------
 
-    def archive(self, table: str, now: Any = None, dry_run: bool = False, allow_future: bool = False) -> ArchiveResult:
+    def archive(self, table: str, now: Any = None, dry_run: bool = False, allow_future: bool = False,
+                report: Progress = quiet) -> ArchiveResult:
         """One archiving run (or its plan, with ``dry_run``). ``now`` more than a minute ahead of
-        the wall clock is refused unless ``allow_future`` (a committed cutoff cannot move back)."""
+        the wall clock is refused unless ``allow_future`` (a committed cutoff cannot move back).
+        Each step is said to ``report`` as it starts."""
         from lakehouse.archive.run import run_archive
 
         return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run,
-                           allow_future=allow_future)
+                           allow_future=allow_future, report=report)
 
     # -- maintenance ----------------------------------------------------------------------
 
-    def optimize(self, table: str, day: Any = None, dry_run: bool = False) -> CompactPlan:
+    def optimize(self, table: str, day: Any = None, dry_run: bool = False, report: Progress = quiet) -> CompactPlan:
         """Compact live's small files and rewrite archive days into files of the target size in
         their sorted order (vector files stay valid); a CompactPlan with files and bytes before
         and after."""
         from lakehouse.jobs.compact import run_optimize
 
-        return run_optimize(self.spark, self.settings.warehouse, self.definition(table), day=day, dry_run=dry_run)
+        return run_optimize(self.spark, self.settings.warehouse, self.definition(table), day=day, dry_run=dry_run,
+                            report=report)
 
-    def vacuum(self, table: str, retain: Any = None, dry_run: bool = False, force: bool = False) -> VacuumPlan:
+    def vacuum(self, table: str, retain: Any = None, dry_run: bool = False, force: bool = False,
+               report: Progress = quiet) -> VacuumPlan:
         """Delete files no snapshot within the retention reads (live, archive, rejects), orphaned
         vector files and finished staging; a VacuumPlan of what was (or would be) removed."""
         from lakehouse.durations import Duration
@@ -201,7 +206,7 @@ class Lakehouse:
         if retain is not None and not isinstance(retain, Duration):
             retain = Duration.parse(retain)
         return run_vacuum(self.spark, self.settings.warehouse, self.definition(table), retain=retain,
-                          dry_run=dry_run, force=force)
+                          dry_run=dry_run, force=force, report=report)
 
     def jobs_run(self, table: str | None = None, now: Any = None, dry_run: bool = False) -> list[Outcome]:
         """One round of scheduled jobs (archive, compaction, VACUUM): run what is due."""

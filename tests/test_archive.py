@@ -51,8 +51,18 @@ def test_the_issue_example(trips):
         ["d1", 5, 0, 1.0, 6.3, "2026-11-18T04:00:00Z"],
     ]
     load(trips, "ex.csv", rows)
-    r = trips.lh.archive("trips", now=ts("2026-11-20T00:00:00Z"))
+    said: list[str] = []
+    r = trips.lh.archive("trips", now=ts("2026-11-20T00:00:00Z"), report=said.append)
     assert r.committed and r.rows_archived == 7 and r.plan.days == (dt.date(2026, 11, 18),)
+    # each step said as it starts (a line on a terminal: cli.output.steps)
+    assert said == [f"archive trips: {s}" for s in (
+        "recover", "plan", "stage (1 day(s), 7 live rows, 0 archived rows)", "vectors", "conservation", "commit",
+        "check", "ledger", "purge", "clean")]
+    said.clear()
+    trips.lh.optimize("trips", dry_run=False, report=said.append)
+    trips.lh.vacuum("trips", dry_run=True, report=said.append)
+    assert said[0] == "optimize trips: plan" and said[-5:] == [
+        f"vacuum trips: {s}" for s in ("live", "archive", "rejects", "vectors", "staging")]
     assert r.plan.cutoff == int(ts("2026-11-19T00:00:00Z").timestamp())
     day = dt.date(2026, 11, 18)
 

@@ -354,3 +354,28 @@ def test_inline_text_never_shows_a_python_repr():
     assert inline_text({"live": 0, "archive": [dt.date(2026, 1, 1)]}) == "(live 0, archive 2026-01-01)"
     assert inline_text(True) == "true"
     assert inline_text(dt.datetime(2026, 1, 1, 0, 0, 0, 250_000, tzinfo=UTC)) == "2026-01-01T00:00:00.25Z"
+
+
+def test_long_work_says_its_steps_on_a_terminal_only_and_never_under_json(monkeypatch, capsys) -> None:
+    import time
+
+    from lakehouse.cli.output import steps
+    from lakehouse.output import Steps
+
+    def told(fmt: str, terminal: bool) -> str:
+        for name in ("TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+            monkeypatch.setenv(name, "1" if terminal else "0")
+        with steps(fmt) as report:
+            job = Steps("archive trips", report)
+            job.at("stage", "3 day(s), 40 live rows")
+            time.sleep(0.2)
+            job.at("commit")
+            time.sleep(0.2)
+        out = capsys.readouterr()
+        assert out.out == "" and job.step == "commit"
+        return out.err
+
+    err = told("text", terminal=True)
+    assert "archive trips: stage (3 day(s), 40 live rows)" in err and "archive trips: commit" in err
+    assert told("json", terminal=True) == ""
+    assert told("text", terminal=False) == ""

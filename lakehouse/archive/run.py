@@ -55,6 +55,7 @@ from lakehouse.archive.status import record_failure, record_success
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.lease import Lease, table_lease
+from lakehouse.output import Progress, Steps, quiet
 from lakehouse.storage import join
 from lakehouse.warehouse import TablePaths
 
@@ -116,6 +117,7 @@ class ArchiveJob:
         run_id: str | None = None,
         lease: Lease | None = None,
         ledger: bool = True,
+        report: Progress = quiet,
     ) -> None:
         self.spark = spark
         self.definition = definition
@@ -126,8 +128,13 @@ class ArchiveJob:
         """Check conservation and keep the books (off only for the benchmark's baseline)."""
         self.repaired = 0
         """Ledger rows the recovery wrote."""
-        self.step = "start"
-        """The step under way (recorded with a failure)."""
+        self.steps = Steps(f"archive {definition.name}", report)
+        """The step under way (recorded with a failure), each said to ``report``."""
+
+    @property
+    def step(self) -> str:
+        """The step under way."""
+        return self.steps.step
 
     def staging_for(self, cutoff: int) -> str:
         """This run's own staging folder (another run never shares it)."""
@@ -135,7 +142,7 @@ class ArchiveJob:
 
     def plan(self, now: dt.datetime) -> ArchivePlan:
         """Step 1: the plan of a run at ``now`` (nothing written)."""
-        self.step = "plan"
+        self.steps.at("plan")
         return survey.survey(self.spark, self.definition, self.paths, now, self.ledger)
 
     def execute(self, plan: ArchivePlan, through: str | None = None) -> ArchiveResult:
@@ -152,12 +159,13 @@ class ArchiveJob:
         figures: CommitFigures | None = None
         try:
             if plan.days:
-                self.step = "stage"
+                self.steps.at("stage", f"{len(plan.days):,} day(s), {plan.rows:,} live rows, "
+                                       f"{plan.archive_rows_in_days:,} archived rows")
                 t = time.monotonic()
                 stage.stage_days(spark, d, paths, plan, staging)
                 result.timings["stage"] = time.monotonic() - t
                 crashpoints.reached("after_staging")
-                self.step = "vectors"
+                self.steps.at("vectors")
                 t = time.monotonic()
                 result.vector_files, staged = stage.write_vectors(spark, d, paths, plan, staging)
                 result.timings["vectors"] = time.monotonic() - t
@@ -167,16 +175,16 @@ class ArchiveJob:
                     damage = faults.damage_staging(stage.staged_files(staging))
                     log.warning("archive %s: injected fault: %s", d.name, damage)
             if self.ledger:
-                self.step = "conservation"
+                self.steps.at("conservation")
                 t = time.monotonic()
                 figures = checks.conservation(spark, d, paths, plan, staging, self.run_id)
                 result.timings["conservation"] = time.monotonic() - t
             if plan.days and d.archive.checks == "before_commit":
-                self.step = "checks"
+                self.steps.at("checks")
                 t = time.monotonic()
                 checks.quality_gate(spark, d, paths, plan, staging, self.run_id)
                 result.timings["checks"] = time.monotonic() - t
-            self.step = "commit"
+            self.steps.at("commit")
             t = time.monotonic()
             commit.write_run_sidecar(d, paths, plan, self.run_id)
             version = commit.commit(spark, d, paths, plan, staging, figures, self.lease)
@@ -188,21 +196,21 @@ class ArchiveJob:
         result.rows_archived = plan.rows
         result.figures = figures
         crashpoints.reached("after_commit")
-        self.step = "check"
+        self.steps.at("check")
         commit.check_committed(spark, d, paths, plan, staged)
         if figures is not None:
-            self.step = "ledger"
+            self.steps.at("ledger")
             t = time.monotonic()
             ledger_table.append(paths, figures.rows(version), plan.cutoff)
             result.timings["ledger"] = time.monotonic() - t
         if through == "commit":
             return result
-        self.step = "purge"
+        self.steps.at("purge")
         t = time.monotonic()
         result.rows_purged = self.purge(plan.cutoff)
         result.timings["purge"] = time.monotonic() - t
         crashpoints.reached("after_purge")
-        self.step = "clean"
+        self.steps.at("clean")
         t = time.monotonic()
         result.removed_vector_files = self.clean(plan.cutoff)
         result.timings["clean"] = time.monotonic() - t
@@ -221,7 +229,7 @@ class ArchiveJob:
     def recover(self) -> tuple[int, int]:
         """Finish what a crashed or failed run left: (rows purged, files removed); the ledger
         rows a crash kept out of the ledger are written first (``self.repaired``)."""
-        self.step = "recover"
+        self.steps.at("recover")
         purged, removed, self.repaired = recover.recover(self.spark, self.definition, self.paths, self.ledger)
         return purged, removed
 
@@ -267,6 +275,7 @@ def run_archive(
     allow_future: bool = False,
     lease: Lease | None = None,
     ledger: bool = True,
+    report: Progress = quiet,
 ) -> ArchiveResult:
     """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one.
 
@@ -282,7 +291,7 @@ def run_archive(
     if idle is not None:  # nothing to archive and nothing a crashed run left: no Spark either
         return ArchiveResult(idle)
     spark = spark_factory()
-    job = ArchiveJob(spark, warehouse, definition, ledger=ledger)
+    job = ArchiveJob(spark, warehouse, definition, ledger=ledger, report=report)
     if definition.archive.clock == "bound":  # expire stalled producers' leases, release what is due
         from lakehouse.stream.engine import Stream, micros
 

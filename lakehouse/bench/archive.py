@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.bench.sampling import Report, Side, measure, median_of, quiet, ratio
+from lakehouse.bench.sampling import Side, measure, median_of, ratio
 from lakehouse.bench.workload import generate_live, make_project
+from lakehouse.output import Progress, quiet
 
 if TYPE_CHECKING:
     from lakehouse.settings import Settings
@@ -55,7 +56,7 @@ check and ledger), one without, and the plain sorted Delta write of the same row
 
 
 def _one_size(master: str, rows: int, days: int, repeats: int, root: Path, store: Settings | None,
-              warehouse: str | None, report: Report, warmup: bool = True) -> dict[str, Any]:
+              warehouse: str | None, report: Progress, warmup: bool = True) -> dict[str, Any]:
     """The three ``SIDES`` on ``rows`` generated trips over ``days`` days, on the local disk under
     ``root`` or on the object store of ``store`` under ``warehouse``: a warm-up on a small table,
     then ``repeats`` runs each, interleaved, every archive run on a fresh copy of the same live
@@ -161,7 +162,7 @@ def _per_day(counts: dict[str, dict[str, int]], days: int, why_not: str | None) 
 
 
 def bench_archive(master: str, sizes: list[int], days: int, repeats: int = 3, store: Settings | None = None,
-                  report: Report = quiet, warmup: bool = True) -> dict[str, Any]:
+                  report: Progress = quiet, warmup: bool = True) -> dict[str, Any]:
     """``bench archive``: for each number of rows of ``sizes``, archive runs with and without the
     books against the plain sorted Delta write of the same rows (``_one_size``), on a scratch
     folder of the local disk, or with ``store`` on its object store too (scratch tables in a

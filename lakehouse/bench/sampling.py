@@ -13,12 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-Report = Callable[[str], None]
-"""Where a benchmark says what it is doing (a progress line on a terminal, or nothing)."""
-
-
-def quiet(_: str) -> None:
-    """A ``Report`` that says nothing."""
+from lakehouse.output import Progress, quiet
 
 
 @dataclass(frozen=True)
@@ -56,7 +51,7 @@ def order(names: list[str], round_: int) -> list[str]:
     return list(names) if round_ % 2 == 0 else list(reversed(names))
 
 
-def measure(sides: Mapping[str, Side], repeats: int, warmup: bool = True, report: Report = quiet) -> dict[str, Samples]:
+def measure(sides: Mapping[str, Side], repeats: int, warmup: bool = True, report: Progress = quiet) -> dict[str, Samples]:
     """Run every side ``repeats`` times, interleaved (``order``), after one untimed warm-up run of
     each (unless ``warmup`` is False); the samples of each side."""
     if repeats < 1:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lakehouse.cli.context import Ctx, parse_day, parse_now
-from lakehouse.cli.output import cutoff_text, emit, format_option, handle_errors
+from lakehouse.cli.output import cutoff_text, emit, format_option, handle_errors, steps
 from lakehouse.output import format_timestamp, text_table, text_value
 
 RUN_KEYS = ("value", "null", "count", "accumulative_count")
@@ -27,7 +27,9 @@ RUN_KEYS = ("value", "null", "count", "accumulative_count")
 @handle_errors
 def archive(obj: Ctx, table: str, now: str | None, allow_future: bool, dry_run: bool, fmt: str | None) -> None:
     """One archiving run: live rows older than now - delay move into the archive."""
-    result = obj.lakehouse.archive(table, now=parse_now(now), dry_run=dry_run, allow_future=allow_future)
+    with steps(obj.fmt(fmt)) as report:
+        result = obj.lakehouse.archive(table, now=parse_now(now), dry_run=dry_run, allow_future=allow_future,
+                                       report=report)
     plan = result.plan
 
     def plan_text() -> None:

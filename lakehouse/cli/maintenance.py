@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from lakehouse.cli.context import Ctx, parse_day, parse_duration
-from lakehouse.cli.output import emit, format_option, handle_errors
+from lakehouse.cli.output import emit, format_option, handle_errors, steps
 
 
 @click.command()
@@ -21,7 +21,8 @@ def optimize(obj: Ctx, table: str, day: str | None, dry_run: bool, fmt: str | No
     size in their sorted order (vector files stay valid). Reports files and bytes before and after."""
     from lakehouse.jobs.compact import human_bytes, thresholds
 
-    p = obj.lakehouse.optimize(table, day=parse_day(day) if day else None, dry_run=dry_run)
+    with steps(obj.fmt(fmt)) as report:
+        p = obj.lakehouse.optimize(table, day=parse_day(day) if day else None, dry_run=dry_run, report=report)
 
     def text() -> None:
         if p.empty:
@@ -68,7 +69,8 @@ def vacuum(obj: Ctx, table: str, retain: str | None, dry_run: bool, force: bool,
     from lakehouse.jobs.compact import human_bytes
 
     keep = parse_duration(retain, "--retain") if retain is not None else None
-    doc = obj.lakehouse.vacuum(table, retain=keep, dry_run=dry_run, force=force).as_dict()
+    with steps(obj.fmt(fmt)) as report:
+        doc = obj.lakehouse.vacuum(table, retain=keep, dry_run=dry_run, force=force, report=report).as_dict()
 
     def text() -> None:
         verb = "would delete" if dry_run else "deleted"

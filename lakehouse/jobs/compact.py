@@ -33,6 +33,7 @@ from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import CommitConflict, LakehouseError
 from lakehouse.layout import DataFile, Layout, layout
 from lakehouse.lease import Lease
+from lakehouse.output import Progress, Steps, quiet
 from lakehouse.spark.commit import SESSION_CONF, with_retries
 from lakehouse.spark.session import parallelism
 from lakehouse.sql import spark_ident
@@ -245,23 +246,24 @@ class Compaction:
     """Runs a CompactPlan under the table's lease (``lease`` checked before each commit)."""
 
     def __init__(self, spark: "SparkSession", definition: TableDefinition, paths: TablePaths,
-                 lease: Lease | None = None) -> None:
+                 lease: Lease | None = None, report: Progress = quiet) -> None:
         self.spark = spark
         self.definition = definition
         self.paths = paths
         self.lease = lease
-        self.step = "plan"
+        self.steps = Steps(f"optimize {definition.name}", report)
+        """The step under way, each said to ``report``."""
 
     def execute(self, p: CompactPlan) -> CompactPlan:
         """Compact the plan's live days, then its archive days; the plan with the sizes after."""
         started = time.monotonic()
         crashpoints.reached("compact_after_plan")
         if p.live.days:
-            self.step = "compact live"
+            self.steps.at("compact live", f"{len(p.live.days):,} day(s)")
             self._live(p)
             crashpoints.reached("compact_after_live")
         if p.archive.days:
-            self.step = "compact archive"
+            self.steps.at("compact archive", f"{len(p.archive.days):,} day(s)")
             with_retries(f"compaction of {self.definition.name}/archive", lambda: self._archive(p))
             crashpoints.reached("compact_after_archive")
         self._measure(p)
@@ -373,7 +375,7 @@ class Compaction:
 
 def run_optimize(spark_factory: Any, warehouse: str, definition: TableDefinition, day: dt.date | None = None,
                  dry_run: bool = False, parts: tuple[str, ...] = ("live", "archive"),
-                 lease: Lease | None = None) -> CompactPlan:
+                 lease: Lease | None = None, report: Progress = quiet) -> CompactPlan:
     """``lakehouse optimize``: plan, and unless ``dry_run`` compact under the table's lease (taken
     here, or ``lease`` held by the caller)."""
     import contextlib
@@ -389,6 +391,7 @@ def run_optimize(spark_factory: Any, warehouse: str, definition: TableDefinition
         p.dry_run = True
         return p
     with contextlib.nullcontext(lease) if lease is not None else table_lease(paths, "optimize") as held:
+        report(f"optimize {definition.name}: plan")
         p = plan(definition, paths, parts, day)  # under the lease: no archive run moves the days meanwhile
         if p.empty:
             return p
@@ -398,4 +401,4 @@ def run_optimize(spark_factory: Any, warehouse: str, definition: TableDefinition
         if properties_differ(paths, definition):  # rewritten files get statistics on the right columns
             ensure_properties(spark, paths, definition)
             p = plan(definition, paths, parts, day)
-        return Compaction(spark, definition, paths, held).execute(p)
+        return Compaction(spark, definition, paths, held, report).execute(p)

@@ -32,6 +32,7 @@ from lakehouse.definitions import TableDefinition
 from lakehouse.durations import Duration
 from lakehouse.errors import LakehouseError, first_line
 from lakehouse.lease import Lease, table_lease
+from lakehouse.output import Progress, Steps, quiet
 from lakehouse.storage import disk_usage, join
 from lakehouse.warehouse import TablePaths
 
@@ -141,7 +142,9 @@ def check_retention(table: str, retain: float, floors: dict[str, float], longest
 class Vacuum:
     """Finds (and, executing, removes) what a table no longer needs: Delta, vector and staging files."""
 
-    def __init__(self, definition: TableDefinition, paths: TablePaths, lease: Lease | None = None) -> None:
+    def __init__(self, definition: TableDefinition, paths: TablePaths, lease: Lease | None = None,
+                 report: Progress = quiet) -> None:
+        self.steps = Steps(f"vacuum {definition.name}", report)
         self.definition = definition
         self.paths = paths
         self.lease = lease
@@ -238,8 +241,11 @@ class Vacuum:
         when held, before Delta's VACUUM); the plan with the time taken."""
         started = time.monotonic()
         for part in PARTS:
+            self.steps.at(part)
             self._delta(plan, part, execute)
+        self.steps.at("vectors")
         self._vectors(plan, execute)
+        self.steps.at("staging")
         self._staging(plan, execute)
         plan.seconds = time.monotonic() - started
         return plan
@@ -267,7 +273,8 @@ def longest_job_seconds(warehouse: str, table: str) -> float:
 
 
 def run_vacuum(spark_factory: Any, warehouse: str, definition: TableDefinition, retain: Duration | None = None,
-               dry_run: bool = False, force: bool = False, lease: Lease | None = None) -> VacuumPlan:
+               dry_run: bool = False, force: bool = False, lease: Lease | None = None,
+               report: Progress = quiet) -> VacuumPlan:
     """``lakehouse vacuum``: check the retention, then (unless ``dry_run``) delete under the
     table's lease; the plan with what was (or would be) removed."""
     from lakehouse.live import check_loadable
@@ -279,6 +286,6 @@ def run_vacuum(spark_factory: Any, warehouse: str, definition: TableDefinition, 
     check_retention(definition.name, seconds, floors, longest_job_seconds(warehouse, definition.name), force)
     plan = VacuumPlan(definition.name, seconds, forced=force, dry_run=dry_run)
     if dry_run:
-        return Vacuum(definition, paths).run(plan, execute=False)
+        return Vacuum(definition, paths, report=report).run(plan, execute=False)
     with contextlib.nullcontext(lease) if lease is not None else table_lease(paths, "vacuum") as held:
-        return Vacuum(definition, paths, held).run(plan, execute=True)
+        return Vacuum(definition, paths, held, report).run(plan, execute=True)
