@@ -273,6 +273,55 @@ def append_records(path: str, table: pa.Table, attempts: int = 10, txn: tuple[st
     return False
 
 
+@dataclass(frozen=True)
+class NewFile:
+    """A data file written into a table's folder, to be added by a commit."""
+
+    path: str
+    """Relative to the table's root (``event_date=2026-11-18/part-....parquet``)."""
+    size: int
+    partition: dict[str, str]
+    stats: str
+    """Delta's statistics JSON (``archive.stats``)."""
+    modified_ms: int
+
+
+def replace_partitions(path: str, read_version: int, files: list[NewFile], column: str, values: list[str],
+                       txn: tuple[str, int] | None = None, user_metadata: str | None = None) -> int:
+    """One commit, right after ``read_version``, that removes every file of the partitions
+    ``column`` IN ``values`` (as of that version) and adds ``files`` (already in the table's
+    folder), with ``txn`` = (app id, version) as a SetTransaction and ``user_metadata`` as the
+    commit's ``userMetadata``: a metadata-only commit, no data read or written. No other version
+    is tried: when another writer committed after ``read_version`` the commit is refused
+    (``StaleVersion``) and nothing changed. The version committed."""
+    from deltalake import CommitProperties, Transaction
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
+
+    table = open_table(path, read_version)
+    adds: list[AddAction | RemoveAction] = [AddAction(f.path, f.size, f.partition, f.modified_ms, True, f.stats) for f in files]
+    props = CommitProperties(custom_metadata={"userMetadata": user_metadata} if user_metadata is not None else None,
+                             max_commit_retries=0,
+                             app_transactions=[Transaction(app_id=txn[0], version=txn[1])] if txn else None)
+    hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)  # at checkpointInterval
+    try:
+        if values:
+            table.create_write_transaction(adds, "overwrite", table.schema(), table.metadata().partition_columns,
+                                           [(column, "in", list(values))], commit_properties=props,
+                                           post_commithook_properties=hooks)
+        else:
+            table.create_write_transaction(adds, "append", table.schema(), table.metadata().partition_columns,
+                                           commit_properties=props, post_commithook_properties=hooks)
+    except CommitFailedError as e:
+        raise StaleVersion(f"{path}: version {read_version + 1} was committed by another writer ({first_line(e)})") \
+            from None
+    return read_version + 1
+
+
+class StaleVersion(Exception):
+    """A commit made on top of a version that is no longer the latest (nothing was committed)."""
+
+
 def vacuum(path: str, retention_hours: int, dry_run: bool) -> list[str]:
     """Delta's VACUUM (full: untracked files too) through delta-rs: the files it removes (or
     would remove, with ``dry_run``), as full paths; no checkpoint or log cleanup after it."""

@@ -14,9 +14,13 @@ Unset, this costs one dictionary look-up.
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from lakehouse.errors import ConfigError
 from lakehouse.settings import env
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 ENV = "LAKEHOUSE_FAULT"
 FAULTS = ("drop_row", "dup_row", "change_value")
@@ -31,17 +35,39 @@ def armed() -> str | None:
     return fault
 
 
+def damage_rows(t: pa.Table, fault: str, hash_column: str | None = None) -> pa.Table:
+    """``t`` with ``fault`` applied to its last row (``t`` itself when it has none). With
+    ``hash_column`` (rows carrying their hash, as the one-pass archive's do) a changed row's hash
+    changes with it, as a hash of the changed content would."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lakehouse.definitions import LOAD_COLUMN
+
+    if t.num_rows == 0:
+        return t
+    last = t.slice(t.num_rows - 1)
+    if fault == "drop_row":
+        return t.slice(0, t.num_rows - 1)
+    if fault == "dup_row":
+        return pa.concat_tables([t, last])
+    is_last = pa.array([k == t.num_rows - 1 for k in range(t.num_rows)])
+    for name, value in ((LOAD_COLUMN, "fault"),) + (((hash_column, None),) if hash_column else ()):
+        i = t.schema.get_field_index(name)
+        col = t.column(i)
+        changed = pc.bit_wise_xor(col, pa.scalar(1, col.type)) if value is None else pa.scalar(value, col.type)
+        t = t.set_column(i, t.field(i), pc.if_else(is_last, changed, col))
+    return t
+
+
 def damage_staging(files: dict[dt.date, list[str]]) -> str | None:
     """Apply the armed fault to the first staged file of the first day; what was done, or None."""
     fault = armed()
     if fault is None or not files:
         return None
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    from lakehouse.definitions import LOAD_COLUMN
     from lakehouse.storage import filesystem
 
     day = min(files)
@@ -51,17 +77,7 @@ def damage_staging(files: dict[dt.date, list[str]]) -> str | None:
         t = pq.read_table(f, coerce_int96_timestamp_unit="us")
     if t.num_rows == 0:
         return None
-    last = t.slice(t.num_rows - 1)
-    if fault == "drop_row":
-        t = t.slice(0, t.num_rows - 1)
-    elif fault == "dup_row":
-        t = pa.concat_tables([t, last])
-    else:
-        i = t.schema.get_field_index(LOAD_COLUMN)
-        col = t.column(i)
-        changed = pc.if_else(pa.array([k == t.num_rows - 1 for k in range(t.num_rows)]),
-                             pa.scalar("fault", col.type), col)
-        t = t.set_column(i, t.field(i), changed)
+    t = damage_rows(t, fault)
     with fs.open_output_stream(p) as f:
         pq.write_table(t, f)
     folder, name = p.rsplit("/", 1)

@@ -42,47 +42,92 @@ def encode_days(tasks: list[DayTask]) -> list[tuple[str, int, int]]:
     return [encode_day(t) for t in tasks]
 
 
-def encode_day(task: DayTask) -> tuple[str, int, int]:
-    """Write the day's vector files; (day, records, files written)."""
-    sort_names = [n for n, _ in task.sort_columns]
-    plain_names = [n for n, _ in task.plain_columns]
-    encoder = RunEncoder([t for _, t in task.sort_columns])
-    writers: dict[str, vectors.AtomicIpcWriter] = {}
-    enc = vectors.Encoding.parse(task.encoding)
-    try:
-        for name, t in task.sort_columns:
-            writers[name] = vectors.AtomicIpcWriter(task.vectors_root, name, task.day, task.cutoff,
-                                                    run_schema(t), enc)
-        for name, t in task.plain_columns:
-            writers[name] = vectors.AtomicIpcWriter(task.vectors_root, name, task.day, task.cutoff,
-                                                    pa.schema([pa.field("value", t)]), enc)
-        rows = 0
-        wanted = [*sort_names, *plain_names]
-        types = dict([*task.sort_columns, *task.plain_columns])
-        for path in task.files:
-            fs, p = storage.filesystem(path)
-            with fs.open_input_file(p) as f:
-                pf = pq.ParquetFile(f)
-                for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
-                    cols = {n: batch.column(n).cast(types[n]) for n in wanted}
-                    if sort_names:
-                        for name, runs in zip(sort_names, encoder.push([cols[n] for n in sort_names])):
-                            writers[name].write(runs)
-                    for name in plain_names:
-                        writers[name].write(pa.table({"value": cols[name]}))
-                    rows += batch.num_rows
-                    crashpoints.reached("during_vectors", task.driver_pid)
-        if sort_names:
-            for name, runs in zip(sort_names, encoder.finish()):
-                writers[name].write(runs)
-        for w in writers.values():
+class DayVectors:
+    """The vector files of one day being written, batch by batch in record order: the sort
+    columns run-length encoded, the plain columns as they are; each file appears whole at
+    ``commit`` (atomically where the warehouse is), none after ``abort``."""
+
+    def __init__(self, vectors_root: str, day: dt.date, cutoff: int, sort_columns: tuple[tuple[str, pa.DataType], ...],
+                 plain_columns: tuple[tuple[str, pa.DataType], ...], encoding: str | None) -> None:
+        self.sort_names = [n for n, _ in sort_columns]
+        self.plain_names = [n for n, _ in plain_columns]
+        self.types = dict([*sort_columns, *plain_columns])
+        self.encoder = RunEncoder([t for _, t in sort_columns])
+        self.writers: dict[str, vectors.AtomicIpcWriter] = {}
+        self.rows = 0
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+        enc = vectors.Encoding.parse(encoding)
+        try:
+            for name, t in sort_columns:
+                self.writers[name] = vectors.AtomicIpcWriter(vectors_root, name, day, cutoff, run_schema(t), enc)
+            for name, t in plain_columns:
+                self.writers[name] = vectors.AtomicIpcWriter(vectors_root, name, day, cutoff,
+                                                             pa.schema([pa.field("value", t)]), enc)
+        except BaseException:
+            self.abort()
+            raise
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns the files are written of."""
+        return [*self.sort_names, *self.plain_names]
+
+    def push(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """The day's next rows (at least ``columns``). They are encoded in chunks of exactly
+        ``BATCH_ROWS`` rows, however they come: the same rows make the same bytes whether they
+        were read back from staged files or handed over by Spark."""
+        t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        self.pending.append(t.select(self.columns))
+        self.pending_rows += t.num_rows
+        self.rows += t.num_rows
+        if self.pending_rows >= BATCH_ROWS:
+            rest = pa.concat_tables(self.pending)
+            while rest.num_rows >= BATCH_ROWS:
+                self._encode(rest.slice(0, BATCH_ROWS))
+                rest = rest.slice(BATCH_ROWS)
+            self.pending, self.pending_rows = [rest], rest.num_rows
+
+    def _encode(self, chunk: pa.Table) -> None:
+        cols = {n: chunk.column(n).combine_chunks().cast(self.types[n]) for n in self.columns}
+        if self.sort_names:
+            for name, runs in zip(self.sort_names, self.encoder.push([cols[n] for n in self.sort_names])):
+                self.writers[name].write(runs)
+        for name in self.plain_names:
+            self.writers[name].write(pa.table({"value": cols[name]}))
+
+    def commit(self) -> int:
+        """The last runs, then every file in place; files written."""
+        if self.pending_rows:
+            self._encode(pa.concat_tables(self.pending))
+            self.pending, self.pending_rows = [], 0
+        if self.sort_names:
+            for name, runs in zip(self.sort_names, self.encoder.finish()):
+                self.writers[name].write(runs)
+        for w in self.writers.values():
             w.commit()
-        return task.day.isoformat(), rows, len(writers)
-    except BaseException:
-        for w in writers.values():
+        return len(self.writers)
+
+    def abort(self) -> None:
+        """No file of the day appears (best effort: the next run removes leftovers)."""
+        for w in self.writers.values():
             try:
                 w.abort()
             except Exception:  # noqa: BLE001 - best effort; the next run removes leftovers
                 pass
-        raise
 
+
+def encode_day(task: DayTask) -> tuple[str, int, int]:
+    """Write the day's vector files from its staged files; (day, records, files written)."""
+    day = DayVectors(task.vectors_root, task.day, task.cutoff, task.sort_columns, task.plain_columns, task.encoding)
+    try:
+        for path in task.files:
+            fs, p = storage.filesystem(path)
+            with fs.open_input_file(p) as f:
+                for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_ROWS, columns=day.columns):
+                    day.push(batch)
+                    crashpoints.reached("during_vectors", task.driver_pid)
+        return task.day.isoformat(), day.rows, day.commit()
+    except BaseException:
+        day.abort()
+        raise
