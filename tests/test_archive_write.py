@@ -132,3 +132,27 @@ def test_hash_sums_are_exact_beyond_64_bits() -> None:
     hashes = [2**63 - 1] * 5 + [-(2**63)] * 2 + [12345, -1]
     assert _hash_sum(pa.array(hashes, pa.int64())) == sum(hashes)
     assert _hash_sum(pa.chunked_array([pa.array(hashes[:4], pa.int64()), pa.array(hashes[4:], pa.int64())])) == sum(hashes)
+
+
+@pytest.mark.parametrize("t,values", [(pa.float64(), [1.5, 2.5]), (pa.int32(), [1, 2]), (pa.string(), ["a", "bc"])])
+def test_what_a_null_slot_held_does_not_change_the_bytes_of_a_vector_file(t, values) -> None:
+    """Two arrays of the same values whose null slots hold different bytes (Spark's batches and
+    Parquet's reader leave different things there) encode to the same vector file bytes."""
+    import io
+
+    import pyarrow.ipc as ipc
+
+    from lakehouse.archive.encode import canonical
+
+    def ipc_bytes(arr: pa.Array) -> bytes:
+        sink = io.BytesIO()
+        with ipc.new_file(sink, pa.schema([("value", arr.type)])) as w:
+            w.write_table(pa.table({"value": canonical(arr)}))
+        return sink.getvalue()
+
+    a, b = pa.array([values[0], values[1], values[0]], t), pa.array([values[0], values[0], values[0]], t)
+    validity = pa.array([True, False, True]).buffers()[1]
+    one = pa.Array.from_buffers(t, 3, [validity, *a.buffers()[1:]], 1)
+    two = pa.Array.from_buffers(t, 3, [validity, *b.buffers()[1:]], 1)
+    assert one.to_pylist() == two.to_pylist() == [values[0], None, values[0]]
+    assert ipc_bytes(one) == ipc_bytes(two)

@@ -94,7 +94,7 @@ class DayVectors:
             for name, runs in zip(self.sort_names, self.encoder.push([cols[n] for n in self.sort_names])):
                 self.writers[name].write(runs)
         for name in self.plain_names:
-            self.writers[name].write(pa.table({"value": cols[name]}))
+            self.writers[name].write(pa.table({"value": canonical(cols[name])}))
 
     def commit(self) -> int:
         """The last runs, then every file in place; files written."""
@@ -115,6 +115,35 @@ class DayVectors:
                 w.abort()
             except Exception:  # noqa: BLE001 - best effort; the next run removes leftovers
                 pass
+
+
+def canonical(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``arr`` with zeros under its nulls: what a null slot holds in memory is whatever its
+    producer left there (Spark's Arrow batches and Parquet's reader differ), and the same values
+    should be the same bytes in a vector file."""
+    import decimal
+
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count == 0:
+        return arr
+    t = arr.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        zero = pa.scalar("", t)
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        zero = pa.scalar(b"", t)
+    elif pa.types.is_boolean(t):
+        zero = pa.scalar(False, t)
+    elif pa.types.is_decimal(t):
+        zero = pa.scalar(decimal.Decimal(0), t)
+    elif pa.types.is_primitive(t):
+        zero = pa.scalar(0, t)
+    else:
+        return arr
+    filled = pc.fill_null(arr, zero)
+    return pa.Array.from_buffers(t, len(arr), [pc.is_valid(arr).buffers()[1], *filled.buffers()[1:]], arr.null_count)
 
 
 def encode_day(task: DayTask) -> tuple[str, int, int]:

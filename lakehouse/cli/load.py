@@ -115,7 +115,7 @@ def ingest(obj: Ctx, table: str, source: str, mode: str, drain: bool, dry_run: b
         signal.signal(signal.SIGTERM, on_sigint)
     console = Console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, transient=True, disable=not console.is_terminal)
+                        console=console, transient=True, disable=f == "json" or not console.is_terminal)
     tasks: dict[int, Any] = {}
 
     def on_start(batch: Any, blocks: int) -> None:
