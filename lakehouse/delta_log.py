@@ -13,6 +13,7 @@ called without an active exception", delta-io/delta-rs#2184) in about half of al
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
 
+log = logging.getLogger(__name__)
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.[^/]*)?\.(parquet|json)$")  # classic, multi-part, v2
 
@@ -303,7 +305,7 @@ def replace_partitions(path: str, read_version: int, files: list[NewFile], colum
     props = CommitProperties(custom_metadata={"userMetadata": user_metadata} if user_metadata is not None else None,
                              max_commit_retries=0,
                              app_transactions=[Transaction(app_id=txn[0], version=txn[1])] if txn else None)
-    hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)  # at checkpointInterval
+    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
     try:
         if values:
             table.create_write_transaction(adds, "overwrite", table.schema(), table.metadata().partition_columns,
@@ -315,7 +317,15 @@ def replace_partitions(path: str, read_version: int, files: list[NewFile], colum
     except CommitFailedError as e:
         raise StaleVersion(f"{path}: version {read_version + 1} was committed by another writer ({first_line(e)})") \
             from None
-    return read_version + 1
+    version = read_version + 1
+    # the checkpoint apart: once the commit is in nothing may report the commit as failed
+    interval = int(table.metadata().configuration.get("delta.checkpointInterval") or 10)
+    if version % interval == 0:
+        try:
+            open_table(path, version).create_checkpoint()
+        except Exception as e:  # noqa: BLE001 - a later commit writes the next one
+            log.warning("%s: the checkpoint of version %s was not written: %s", path, version, first_line(e))
+    return version
 
 
 class StaleVersion(Exception):

@@ -56,7 +56,7 @@ def test_the_issue_example(trips):
     assert r.committed and r.rows_archived == 7 and r.plan.days == (dt.date(2026, 11, 18),)
     # each step said as it starts (a line on a terminal: cli.output.steps)
     assert said == [f"archive trips: {s}" for s in (
-        "recover", "plan", "stage (1 day(s), 7 live rows, 0 archived rows)", "vectors", "conservation", "commit",
+        "recover", "plan", "write (1 day(s), 7 live rows, 0 archived rows)", "conservation", "commit",
         "check", "ledger", "purge", "clean")]
     said.clear()
     trips.lh.optimize("trips", dry_run=False, report=said.append)

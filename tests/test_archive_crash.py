@@ -5,6 +5,7 @@ content (rows in order, vector files) as a run that never crashed."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 import signal
 import subprocess
@@ -104,6 +105,13 @@ def crashed(template, tmp_path_factory):
     pool.shutdown(wait=True, cancel_futures=True)
 
 
+def never_committed(table: Path) -> list[str]:
+    """Data files in a Delta table's folders that no commit of its log ever added."""
+    added = {json.loads(line)["add"]["path"] for f in (table / "_delta_log").glob("*.json")
+             for line in f.read_text().splitlines() if line.startswith('{"add"')}
+    return sorted(str(f.relative_to(table)) for f in table.glob("*/*.parquet") if str(f.relative_to(table)) not in added)
+
+
 @pytest.mark.parametrize("point", POINTS)
 def test_kill_at_each_step_then_recover(point, template, crashed, reference):
     root, future = crashed[point]
@@ -128,6 +136,7 @@ def test_kill_at_each_step_then_recover(point, template, crashed, reference):
         assert all(c.ok for c in p.lh.verify("trips")), [c for c in p.lh.verify("trips") if not c.ok]
     files, temps = vectors.list_files(p.lh.paths("trips").vectors)
     assert not temps and not vectors.garbage(files, committed_cutoff(p.lh.paths("trips")))
+    assert never_committed(Path(p.lh.paths("trips").archive)) == []  # the killed run's files went with it
     assert p.lh.tables()[0].waiting_rows == 0
     if point in ("after_commit", "after_purge"):
         assert not r.plan.advances  # the crashed run had committed; this one only recovered

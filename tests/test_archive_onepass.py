@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -79,3 +80,75 @@ def test_one_pass_writes_what_the_staged_path_writes(project, spark, tmp_path) -
         archived = figures.get("kept", (0, 0))[0] + figures.get("replaced", (0, 0))[0]
         assert archived == plan.archive_rows.get(day, 0)
         assert figures["out"] == (out_sums[(day,)].rows, out_sums[(day,)].checksum)
+
+
+def _unreferenced(paths) -> list[str]:
+    """Data files in the archive's day folders that its latest version does not reference."""
+    from lakehouse import delta_log, storage
+
+    referenced = set(delta_log.add_actions(paths.archive).column("path").to_pylist())
+    on_disk = {f"{folder}/{name}" for folder in storage.list_names(paths.archive) if folder.startswith(PARTITION_COLUMN)
+               for name in storage.list_names(f"{paths.archive}/{folder}") if name.endswith(".parquet")}
+    return sorted(on_disk - referenced)
+
+
+def test_a_commit_refused_after_the_pass_leaves_the_archive_as_it_was_and_no_file_of_the_run(project, spark,
+                                                                                             monkeypatch) -> None:
+    """Another commit lands on the archive between the plan and the commit (a compaction, another
+    run): the one-pass commit is refused (CommitConflict, nothing committed), the files the pass
+    wrote are removed, and the next run archives everything once."""
+    from lakehouse import delta_log
+    from lakehouse.archive.state import read_snapshot
+    from lakehouse.errors import CommitConflict
+
+    rng = random.Random(4)
+    p = project.table(TABLE, "trips").create("trips")
+    p.lh.load("trips", [p.csv("a.csv", HEADER, _rows(rng, range(40), ["2026-11-16", "2026-11-17"]))])
+    d, paths = p.lh.definition("trips"), p.lh.paths("trips")
+    job = ArchiveJob(spark, p.settings.warehouse, d, run_id="racer")
+    plan = job.plan(dt.datetime(2026, 11, 19, tzinfo=UTC))
+    other = delta_log.replace_partitions(paths.archive, plan.archive_version, [], PARTITION_COLUMN, [])
+    before = read_snapshot(paths.archive)
+    removed: list[int] = []
+    real = onepass.remove_written
+    monkeypatch.setattr(onepass, "remove_written", lambda *a: removed.append(real(*a)) or removed[-1])
+    with pytest.raises(CommitConflict, match="changed since the plan"):
+        job.execute(plan)
+    after = read_snapshot(paths.archive)
+    assert after == before and after.version == other and after.cutoff is None
+    assert removed and removed[0] >= len(plan.days)  # the pass had written a file a day at least
+    assert _unreferenced(paths) == []
+    r = p.lh.archive("trips", now=dt.datetime(2026, 11, 19, tzinfo=UTC))
+    assert r.committed and r.rows_archived == 40 and p.lh.tables()[0].archive_rows == 40
+    assert _unreferenced(paths) == []
+    assert all(c.ok for c in p.lh.verify("trips")), [c for c in p.lh.verify("trips") if not c.ok]
+
+
+def test_a_failure_after_the_commit_is_in_keeps_every_committed_file(project, spark, monkeypatch) -> None:
+    """The commit lands but its caller sees an error (the store's answer lost on the way): the run
+    fails, yet none of the files the commit references is removed; the next run finishes the purge."""
+    from lakehouse import delta_log
+    from lakehouse.archive.state import read_snapshot
+
+    rng = random.Random(5)
+    p = project.table(TABLE, "trips").create("trips")
+    p.lh.load("trips", [p.csv("a.csv", HEADER, _rows(rng, range(30), ["2026-11-16", "2026-11-17"]))])
+    paths = p.lh.paths("trips")
+    real = delta_log.replace_partitions
+
+    def lost_answer(*args, **kwargs):
+        real(*args, **kwargs)
+        raise OSError("connection reset by peer")
+
+    monkeypatch.setattr(delta_log, "replace_partitions", lost_answer)
+    with pytest.raises(OSError, match="connection reset"):
+        p.lh.archive("trips", now=dt.datetime(2026, 11, 19, tzinfo=UTC))
+    monkeypatch.undo()
+    committed = read_snapshot(paths.archive).cutoff
+    assert committed is not None and _unreferenced(paths) == []
+    files = delta_log.add_actions(paths.archive).column("path").to_pylist()
+    assert files and all((Path(paths.archive) / f).exists() for f in files)
+    assert p.lh.query("SELECT count(*) AS n FROM trips", "duckdb").to_pylist() == [{"n": 30}]
+    r = p.lh.archive("trips", now=dt.datetime(2026, 11, 19, tzinfo=UTC))
+    assert not r.plan.advances and p.lh.tables()[0].live_rows == 0 and p.lh.tables()[0].archive_rows == 30
+    assert all(c.ok for c in p.lh.verify("trips")), [c for c in p.lh.verify("trips") if not c.ok]

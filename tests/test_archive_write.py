@@ -58,7 +58,7 @@ def _task(root: Path, **kw) -> WriteTask:
 
 
 def _run(task: WriteTask, rows: pa.Table, batch_rows: int) -> list[dict]:
-    out = list(write_days(task, rows.to_batches(max_chunksize=batch_rows), "t0"))
+    out = list(write_days(task, rows.to_batches(max_chunksize=batch_rows), 3, 0))
     assert all(b.schema == OUT_SCHEMA for b in out)
     return [r for b in out for r in b.to_pylist()]
 

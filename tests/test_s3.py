@@ -632,7 +632,7 @@ def test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_d
         assert ratio["low"] == ratio["median"] == ratio["high"]
         assert ratio["median"] == pytest.approx(sides["archive"]["median_s"]
                                                 / sides["baseline_sorted_delta_write"]["median_s"], rel=0.01)
-        assert {"stage", "vectors", "conservation", "commit", "purge"} <= set(run["archive_steps_seconds"])
+        assert {"write", "conservation", "commit", "purge"} <= set(run["archive_steps_seconds"])
         assert "conservation" not in run["archive_without_books_steps_seconds"]
     local, on_s3 = doc["runs"][1], doc["runs"][0]
     assert "requests" not in local

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from lakehouse import crashpoints, storage
+from lakehouse import crashpoints, delta_log, storage
 from lakehouse.archive import vectors
 from lakehouse.archive.ledger import CommitFigures, commit_info
 from lakehouse.archive.order import days_predicate, row_order
@@ -16,6 +16,7 @@ from lakehouse.archive.reader import current_encoding
 from lakehouse.archive.stage import day_partitions, read_staged
 from lakehouse.archive.state import CUTOFF_APP_ID, current_snapshot, day_rows
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.delta_log import NewFile
 from lakehouse.errors import CommitConflict, LakehouseError
 from lakehouse.lease import Lease
 from lakehouse.storage import join
@@ -83,6 +84,36 @@ def commit(
             "another archiving run committed first; run again"
         )
     return after.version
+
+
+def commit_written(
+    definition: TableDefinition,
+    paths: TablePaths,
+    plan: ArchivePlan,
+    files: list[NewFile],
+    figures: CommitFigures | None = None,
+    lease: Lease | None = None,
+) -> int:
+    """Commit the files a one-pass run wrote into the archive's folder and the cutoff (and the
+    figures): one metadata-only commit (delta-rs) right after the plan's archive version that
+    replaces the plan's days; the archive version written. CommitConflict when the archive moved
+    since the plan (nothing committed: the files stay unreferenced). Once the commit is in,
+    nothing here raises: the version right after the plan's holds this run's cutoff."""
+    d = definition
+    assert plan.archive_version is not None
+    if lease is not None:
+        lease.check()
+    crashpoints.kill_later("during_commit", 0.05)
+    try:
+        version = delta_log.replace_partitions(
+            paths.archive, plan.archive_version, files, PARTITION_COLUMN, [day.isoformat() for day in plan.days],
+            txn=(CUTOFF_APP_ID, plan.cutoff), user_metadata=commit_info(figures) if figures is not None else None)
+    except delta_log.StaleVersion:
+        raise CommitConflict(
+            f"archive {d.name}: the archive changed since the plan (version {plan.archive_version}); another "
+            "archiving run or a compaction committed first; run again"
+        ) from None
+    return version
 
 
 def check_committed(

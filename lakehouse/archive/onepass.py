@@ -10,27 +10,40 @@ as the read."""
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import os
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lakehouse import crashpoints
 from lakehouse.archive import ledger_table
-from lakehouse.archive.ledger import stored_columns
+from lakehouse.archive.ledger import Figures, stored_columns
 from lakehouse.archive.order import archive_columns, row_order
 from lakehouse.archive.plan import ArchivePlan
 from lakehouse.archive.reader import current_encoding
 from lakehouse.archive.stage import day_partitions, taken
-from lakehouse.archive.write import HASH_COLUMN, OUT_DDL, SIDE_COLUMN, WriteTask, write_days
+from lakehouse.archive.write import (
+    HASH_COLUMN,
+    OUT_DDL,
+    SIDE_COLUMN,
+    WriteTask,
+    file_of_run,
+    write_days,
+)
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
+from lakehouse.delta_log import NewFile
 from lakehouse.physical import stats_columns
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 
 def sided(spark: SparkSession, definition: TableDefinition, paths: TablePaths, plan: ArchivePlan) -> DataFrame:
@@ -76,10 +89,114 @@ def write_pass(spark: SparkSession, definition: TableDefinition, paths: TablePat
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        task_id = f"{ctx.partitionId():05d}-{ctx.attemptNumber()}" if ctx is not None else uuid.uuid4().hex[:8]
-        yield from write_days(task, batches, task_id)
+        if ctx is not None:  # the attempt's id: unique in the application (attemptNumber is per stage attempt)
+            yield from write_days(task, batches, ctx.partitionId(), ctx.taskAttemptId())
+        else:
+            yield from write_days(task, batches, 0, uuid.uuid4().int % 1_000_000)
 
     df = (sided(spark, definition, paths, plan)
           .repartition(day_partitions(spark, plan), F.col(PARTITION_COLUMN))
           .sortWithinPartitions(*row_order(definition)))
     return [r.asDict() for r in df.mapInArrow(work, OUT_DDL).collect()]
+
+
+@dataclass
+class Written:
+    """What a pass wrote: its data files, rows per day, vector files, and per day and side the
+    figures of the books (``live``, ``kept``, ``replaced`` in; ``out``)."""
+
+    files: list[NewFile] = field(default_factory=list)
+    rows: dict[dt.date, int] = field(default_factory=dict)
+    """Rows in the data files of each day (their footers' count, as the statistics say)."""
+    vector_rows: dict[dt.date, int] = field(default_factory=dict)
+    """Rows the vector files of each day hold (none without vector files)."""
+    vector_files: int = 0
+    figures: dict[dt.date, dict[str, Figures]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, records: list[dict[str, Any]]) -> Written:
+        """The pass's records, gathered."""
+        from lakehouse.archive.ledger import fold
+
+        w = cls()
+        for r in records:
+            day = dt.date.fromisoformat(r["day"])
+            if r["kind"] == "file":
+                w.files.append(NewFile(r["path"], int(r["size"]), {PARTITION_COLUMN: r["day"]}, r["stats"],
+                                       int(r["modified_ms"])))
+                w.rows[day] = w.rows.get(day, 0) + int(r["rows"])
+            elif r["kind"] == "vectors":
+                w.vector_files += int(r["size"] or 0)
+                if r["rows"] is not None:
+                    w.vector_rows[day] = w.vector_rows.get(day, 0) + int(r["rows"])
+            elif r["kind"] == "figures":
+                sides = w.figures.setdefault(day, {})
+                sides[r["side"]] = sides.get(r["side"], Figures()) + Figures(int(r["rows"]), fold(int(r["sum"])))
+        w.files.sort(key=lambda f: f.path)
+        return w
+
+
+def read_written(spark: SparkSession, definition: TableDefinition, paths: TablePaths,
+                 files: list[NewFile]) -> DataFrame:
+    """The rows a pass wrote (not committed yet), with their day, as the quality gate reads them."""
+    from lakehouse import storage
+
+    return (spark.read.schema(definition.spark_ddl()).option("basePath", paths.archive)
+            .parquet(*[storage.join(paths.archive, f.path) for f in files])
+            .select(*archive_columns(definition)))
+
+
+MARKER = "run.json"
+"""In a one-pass run's staging folder (``_staging/archive-<cutoff>-<run id>``): the run's cutoff,
+id and days, written before its first file. The folder goes at the run's end (``recover.clean``);
+found later, it tells the next run's recovery which files a run that never committed left."""
+
+
+def mark(staging: str, plan: ArchivePlan, run_id: str) -> None:
+    """Record the run in its staging folder before it writes anything."""
+    from lakehouse import storage
+
+    storage.write_json(storage.join(staging, MARKER),
+                       {"cutoff": plan.cutoff, "run_id": run_id, "days": [day.isoformat() for day in plan.days]})
+
+
+def left_by(staging: str, paths: TablePaths, committed: int | None) -> int:
+    """A staging folder found by recovery: the data files of its one-pass run when that run did
+    not commit (its cutoff is not the archive's), removed; files removed."""
+    from lakehouse import storage
+
+    try:
+        doc = storage.read_json(storage.join(staging, MARKER))
+    except FileNotFoundError:
+        return 0
+    if doc["cutoff"] == committed:
+        return 0
+    return remove_written(paths, [dt.date.fromisoformat(x) for x in doc["days"]], int(doc["cutoff"]), doc["run_id"])
+
+
+def discard(paths: TablePaths, plan: ArchivePlan, run_id: str) -> int:
+    """After a failed run: remove its data files unless its commit happened (the archive's cutoff
+    is the plan's); when that cannot be told, keep them (unreferenced ones go with VACUUM)."""
+    from lakehouse.archive.state import current_snapshot
+
+    try:
+        if current_snapshot(paths.archive).cutoff == plan.cutoff:
+            return 0
+        return remove_written(paths, list(plan.days), plan.cutoff, run_id)
+    except Exception:  # noqa: BLE001 - VACUUM removes unreferenced files
+        log.warning("archive %s: the files of run %s were not removed; VACUUM removes them", paths.name, run_id)
+        return 0
+
+
+def remove_written(paths: TablePaths, days: list[dt.date], cutoff: int, run_id: str) -> int:
+    """Remove the data files the run ``run_id`` of ``cutoff`` wrote into the archive's folders of
+    ``days`` (its commit did not happen: nothing references them); files removed."""
+    from lakehouse import storage
+
+    removed = 0
+    for day in days:
+        folder = storage.join(paths.archive, f"{PARTITION_COLUMN}={day.isoformat()}")
+        for name in storage.list_names(folder):
+            if file_of_run(name, cutoff, run_id):
+                removed += bool(storage.delete(storage.join(folder, name)))
+    return removed

@@ -10,7 +10,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from lakehouse import storage
-from lakehouse.archive import ledger_table, vectors
+from lakehouse.archive import ledger_table, onepass, vectors
 from lakehouse.archive.plan import cutoff_time, date_literal
 from lakehouse.archive.state import current_snapshot
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
@@ -88,7 +88,8 @@ def discard_uncommitted(spark: SparkSession, paths: TablePaths, cutoff: int, sta
 
 def clean(spark: SparkSession, paths: TablePaths, committed: int | None = None) -> int:
     """Remove vector files no reader uses, temporary leftovers, run sidecars no day uses
-    and archive staging (other runs' only while this run holds the lease)."""
+    and archive staging (other runs' only while this run holds the lease), with the data files of
+    a one-pass run that did not commit; files removed."""
     import pyarrow.fs as pafs
 
     if committed is None:
@@ -113,7 +114,9 @@ def clean(spark: SparkSession, paths: TablePaths, committed: int | None = None) 
     fs, root = storage.filesystem(paths.staging)
     for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
         if info.type == pafs.FileType.Directory and info.base_name.startswith("archive-"):
-            storage.remove_tree(join(paths.staging, info.base_name))  # this table's archive staging only
+            folder = join(paths.staging, info.base_name)  # this table's archive staging only
+            removed += onepass.left_by(folder, paths, committed)  # a one-pass run that did not commit
+            storage.remove_tree(folder)
     return removed
 
 

@@ -9,23 +9,28 @@ Steps (crash points in brackets; a SIGKILL anywhere leaves every query exact):
 1. Plan (``survey``): C' = now - delay; the live snapshot V; the UTC days of V's rows with event
    time < C', rows per day; archived days whose vector files were written under other settings
    (they are re-sorted and re-encoded too). [after_plan]
-2. Stage (``stage``): merge those rows with the days' archive batches (with a key, the live
-   version of a key replaces the archived one), sort each day by the total order (``order``:
-   sort columns, event time, key, other columns), write to ``_staging/archive-<C'>-<run id>``
-   (this run's own folder), range-partitioned by day into a few partitions (not one per day).
-   [after_staging]
-3. Vectors (``stage``): tasks of many days each stream the staged rows into vector files
-   ``<day>-<C'>`` (executors); they count the rows per day, checked against the plan
-   (``checks``). [during_vectors, after_vectors]
-   Conservation (``checks``, ``archive/ledger.py``): per day, the rows taken (live rows, plus
-   the day's archive rows kept; replaced ones counted) and the staged rows read back have the
-   same count and checksum, or the run stops here (``ConservationError``); ``LAKEHOUSE_FAULT``
-   damages the staged batch just before this check (tests).
-4. Commit (``commit``): one Delta write replaces the days in the archive (a day range and IN
-   lists of days) and records C' (SetTransaction) and the figures (``userMetadata``); then the
-   committed rows per day are checked against the staged ones, and the figures go into the
-   ledger (``<table>/_ledger``; a crash before that is repaired by recovery). [during_commit,
-   after_commit]
+2-3. Write, in one pass (``onepass``, ``write``): one read of the live rows taken and the days'
+   archive rows, each with its side of the books and its row hash; one shuffle by day, one sort
+   by the total order (``order``: sort columns, event time, key, other columns); and in the
+   sort's own tasks the archive's final Parquet files (``<day>/part-<C'>-<run id>-...``, straight
+   into the archive's folder, referenced by nothing until the commit), their statistics, the
+   vector files ``<day>-<C'>`` and the figures in and out per day. [during_vectors,
+   after_staging, after_vectors] The rows written per day are checked against the plan
+   (``checks``). Conservation (``checks.pass_conservation``, ``archive/ledger.py``): per day the
+   rows taken (the plan's live figures; the archive rows read, kept or replaced) and the rows
+   written have the same count and checksum, and the archive rows read are what the archive's log
+   and the ledger say the day held, or the run stops (``ConservationError``); ``LAKEHOUSE_FAULT``
+   damages a day's rows after they were counted in (tests).
+   (``one_pass=False``: the earlier staged path, the reference the one pass is compared with:
+   stage the sorted days in ``_staging/archive-<C'>-<run id>``, encode the vectors from there,
+   hash both sides again, then write the days again in the commit.)
+4. Commit (``commit``): one metadata-only Delta commit right after the plan's archive version
+   adds the new files and removes the days' old ones, and records C' (SetTransaction) and the
+   figures (``userMetadata``); another commit in between refuses it (CommitConflict, nothing
+   committed). Then the committed rows per day are checked against the written ones, and the
+   figures go into the ledger (``<table>/_ledger``; a crash before that is repaired by
+   recovery). [during_commit, after_commit] Files of a run that did not commit are removed by
+   the run itself when it fails, and by VACUUM when it was killed (nothing references them).
 5. Purge (``recover``): one MERGE deletes from live the archived rows: event time < C' and a
    (day, load) pair the archive holds (rows loaded after V carry other load ids, so they stay).
    The pairs live still holds are read with delta-rs first: with none (the next run's
@@ -48,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints, faults
-from lakehouse.archive import checks, commit, ledger_table, recover, stage, survey
+from lakehouse.archive import checks, commit, ledger_table, onepass, recover, stage, survey
 from lakehouse.archive.ledger import CommitFigures
 from lakehouse.archive.plan import ArchivePlan
 from lakehouse.archive.status import record_failure, record_success
@@ -118,6 +123,7 @@ class ArchiveJob:
         lease: Lease | None = None,
         ledger: bool = True,
         report: Progress = quiet,
+        one_pass: bool = True,
     ) -> None:
         self.spark = spark
         self.definition = definition
@@ -128,6 +134,9 @@ class ArchiveJob:
         """Check conservation and keep the books (off only for the benchmark's baseline)."""
         self.repaired = 0
         """Ledger rows the recovery wrote."""
+        self.one_pass = one_pass
+        """Write the final files in the sort's own tasks (``onepass``), or stage them first (the
+        earlier path, kept as the reference the one pass is compared with)."""
         self.steps = Steps(f"archive {definition.name}", report)
         """The step under way (recorded with a failure), each said to ``report``."""
 
@@ -157,39 +166,39 @@ class ArchiveJob:
         staging = self.staging_for(plan.cutoff)
         staged: dict[dt.date, int] = {}
         figures: CommitFigures | None = None
+        written = onepass.Written()
         try:
-            if plan.days:
-                self.steps.at("stage", f"{len(plan.days):,} day(s), {plan.rows:,} live rows, "
-                                       f"{plan.archive_rows_in_days:,} archived rows")
-                t = time.monotonic()
-                stage.stage_days(spark, d, paths, plan, staging)
-                result.timings["stage"] = time.monotonic() - t
-                crashpoints.reached("after_staging")
-                self.steps.at("vectors")
-                t = time.monotonic()
-                result.vector_files, staged = stage.write_vectors(spark, d, paths, plan, staging)
-                result.timings["vectors"] = time.monotonic() - t
-                crashpoints.reached("after_vectors")
-                checks.check_staged(d, plan, staged)
-                if faults.armed():
-                    damage = faults.damage_staging(stage.staged_files(staging))
-                    log.warning("archive %s: injected fault: %s", d.name, damage)
+            if plan.days and self.one_pass:
+                written = self._write_pass(plan, result)
+                staged = written.rows
+            elif plan.days:
+                staged = self._stage(plan, staging, result)
             if self.ledger:
                 self.steps.at("conservation")
                 t = time.monotonic()
-                figures = checks.conservation(spark, d, paths, plan, staging, self.run_id)
+                figures = (checks.pass_conservation(d, paths, plan, self.run_id, written) if self.one_pass
+                           else checks.conservation(spark, d, paths, plan, staging, self.run_id))
                 result.timings["conservation"] = time.monotonic() - t
+            if plan.days and self.one_pass:  # after the books, which say more of a damaged day
+                checks.check_staged(d, plan, staged)
             if plan.days and d.archive.checks == "before_commit":
                 self.steps.at("checks")
                 t = time.monotonic()
-                checks.quality_gate(spark, d, paths, plan, staging, self.run_id)
+                rows = (onepass.read_written(spark, d, paths, written.files) if self.one_pass
+                        else stage.read_staged(spark, d, staging))
+                checks.quality_gate(spark, d, paths, plan, rows, self.run_id)
                 result.timings["checks"] = time.monotonic() - t
             self.steps.at("commit")
             t = time.monotonic()
             commit.write_run_sidecar(d, paths, plan, self.run_id)
-            version = commit.commit(spark, d, paths, plan, staging, figures, self.lease)
+            if self.one_pass:
+                version = commit.commit_written(d, paths, plan, written.files, figures, self.lease)
+            else:
+                version = commit.commit(spark, d, paths, plan, staging, figures, self.lease)
         except BaseException:
             recover.discard_uncommitted(spark, paths, plan.cutoff, staging)
+            if self.one_pass and plan.days:
+                onepass.discard(paths, plan, self.run_id)
             raise
         result.timings["commit"] = time.monotonic() - t
         result.committed = True
@@ -216,6 +225,45 @@ class ArchiveJob:
         result.timings["clean"] = time.monotonic() - t
         result.seconds = time.monotonic() - started
         return result
+
+    def _write_pass(self, plan: ArchivePlan, result: ArchiveResult) -> onepass.Written:
+        """Steps 2 and 3 in one pass: the days' final data files, vector files and figures."""
+        d = self.definition
+        self.steps.at("write", f"{len(plan.days):,} day(s), {plan.rows:,} live rows, "
+                               f"{plan.archive_rows_in_days:,} archived rows")
+        t = time.monotonic()
+        fault = faults.armed()
+        onepass.mark(self.staging_for(plan.cutoff), plan, self.run_id)
+        task = onepass.write_task(d, self.paths, plan, self.run_id, fault)
+        written = onepass.Written.of(onepass.write_pass(self.spark, d, self.paths, plan, task))
+        if fault:
+            log.warning("archive %s: injected fault: %s in the rows of %s", d.name, fault, min(plan.days))
+        result.timings["write"] = time.monotonic() - t
+        result.vector_files = written.vector_files
+        crashpoints.reached("after_staging")
+        crashpoints.reached("after_vectors")
+        return written
+
+    def _stage(self, plan: ArchivePlan, staging: str, result: ArchiveResult) -> dict[dt.date, int]:
+        """Steps 2 and 3 on the staged path: stage the sorted days, then encode their vector files;
+        the staged rows per day."""
+        spark, d, paths = self.spark, self.definition, self.paths
+        self.steps.at("stage", f"{len(plan.days):,} day(s), {plan.rows:,} live rows, "
+                               f"{plan.archive_rows_in_days:,} archived rows")
+        t = time.monotonic()
+        stage.stage_days(spark, d, paths, plan, staging)
+        result.timings["stage"] = time.monotonic() - t
+        crashpoints.reached("after_staging")
+        self.steps.at("vectors")
+        t = time.monotonic()
+        result.vector_files, staged = stage.write_vectors(spark, d, paths, plan, staging)
+        result.timings["vectors"] = time.monotonic() - t
+        crashpoints.reached("after_vectors")
+        checks.check_staged(d, plan, staged)
+        if faults.armed():
+            damage = faults.damage_staging(stage.staged_files(staging))
+            log.warning("archive %s: injected fault: %s", d.name, damage)
+        return staged
 
     def purge(self, cutoff: int | None = None) -> int:
         """Step 5: delete from live the rows the archive holds below ``cutoff`` (default: the
@@ -276,6 +324,7 @@ def run_archive(
     lease: Lease | None = None,
     ledger: bool = True,
     report: Progress = quiet,
+    one_pass: bool = True,
 ) -> ArchiveResult:
     """Plan and (unless ``dry_run``) execute one archiving run, after recovering a crashed one.
 
@@ -291,7 +340,7 @@ def run_archive(
     if idle is not None:  # nothing to archive and nothing a crashed run left: no Spark either
         return ArchiveResult(idle)
     spark = spark_factory()
-    job = ArchiveJob(spark, warehouse, definition, ledger=ledger, report=report)
+    job = ArchiveJob(spark, warehouse, definition, ledger=ledger, report=report, one_pass=one_pass)
     if definition.archive.clock == "bound":  # expire stalled producers' leases, release what is due
         from lakehouse.stream.engine import Stream, micros
 

@@ -3,8 +3,9 @@ days arrive merged and sorted (by day, then the table's total order), each with 
 the books and its row hash, and the task writes, day by day and in that order:
 
 - the day's Parquet data files, straight into the archive table's folder
-  (``event_date=<day>/part-<cutoff>-<run id>-<day>-<n>.snappy.parquet``: named by the run, so
-  that files no commit adds are recognised and removed), rolled over at ``rows_per_file``;
+  (``event_date=<day>/part-<partition>-<cutoff>-<run id>-<attempt>.c<n>.snappy.parquet``: named by
+  the run, so that files no commit adds are recognised and removed), rolled over at
+  ``rows_per_file``;
 - the day's vector files (``encode.DayVectors``);
 - each file's Delta statistics (``stats.FileStats``);
 - the figures of the books: per day, rows and the sum of their hashes on each side in (``live``,
@@ -38,6 +39,9 @@ SIDE_COLUMN = "_lh_side"
 HASH_COLUMN = "_lh_hash"
 """A row's 64-bit hash over the recorded columns (``ledger.row_hash_sql``), computed by Spark."""
 SIDES = ("live", "kept", "replaced")
+ROW_GROUP_ROWS = 131_072
+"""Rows of a Parquet row group (Spark hands batches of 10,000 rows; a row group each would make
+files larger and scans slower)."""
 OUT_SCHEMA = pa.schema([("kind", pa.string()), ("day", pa.string()), ("path", pa.string()), ("size", pa.int64()),
                         ("rows", pa.int64()), ("stats", pa.string()), ("side", pa.string()), ("sum", pa.string()),
                         ("modified_ms", pa.int64())])
@@ -68,8 +72,8 @@ class WriteTask:
     driver_pid: int | None = None
     fault_day: dt.date | None = None
     fault: str | None = None
-    """``faults``: damage the first rows of ``fault_day`` after they were counted in (tests of
-    the books: the figures out then differ from those in)."""
+    """``faults``: damage the last of the first rows of ``fault_day`` the task gets (after they
+    were counted in: the figures out then differ from those in; tests of the books)."""
 
     @property
     def vectors(self) -> bool:
@@ -86,6 +90,23 @@ class _File:
     sink: contextlib.ExitStack
     """Closes the stream the file is written to."""
     stats: FileStats
+    pending: list[pa.Table] = field(default_factory=list)
+    """Rows not in a row group yet (``ROW_GROUP_ROWS`` make one)."""
+    pending_rows: int = 0
+
+    def flush(self) -> None:
+        """Write the pending rows as one row group."""
+        if self.pending_rows:
+            self.writer.write_table(pa.concat_tables(self.pending))
+            self.pending, self.pending_rows = [], 0
+
+    def close(self) -> None:
+        """The last row group, the footer, and the stream closed."""
+        try:
+            self.flush()
+            self.writer.close()
+        finally:
+            self.sink.close()
 
 
 @dataclass
@@ -103,9 +124,11 @@ class _Day:
 class DayWriter:
     """Writes the days of one task, in the order their rows come."""
 
-    def __init__(self, task: WriteTask, task_id: str) -> None:
+    def __init__(self, task: WriteTask, partition: int, attempt: int) -> None:
         self.task = task
-        self.task_id = task_id
+        self.stem = f"part-{partition:05d}-{task.cutoff}-{task.run_id}-{attempt}"
+        """File names: Spark's ``part-<partition>-...c<n>`` shape (``vectors.batch_order`` reads a
+        day's files in that order), with the run's cutoff and id (``file_of_run``)."""
         self.schema = pa.schema([pa.field(n, t) for n, t in task.columns])
         self.stat_types = {n: t for n, t in task.columns if n in task.stats_columns}
         self.day: _Day | None = None
@@ -114,8 +137,7 @@ class DayWriter:
 
     def _open(self, d: _Day) -> _File:
         t = self.task
-        rel = (f"{PARTITION_COLUMN}={d.day.isoformat()}/part-{t.cutoff}-{t.run_id}-{self.task_id}-"
-               f"{d.files:05d}.snappy.parquet")
+        rel = f"{PARTITION_COLUMN}={d.day.isoformat()}/{self.stem}.c{d.files:03d}.snappy.parquet"
         d.files += 1
         sink = contextlib.ExitStack()
         stream = sink.enter_context(storage.open_write(storage.join(t.table_root, rel)))
@@ -126,9 +148,8 @@ class DayWriter:
         f = d.file
         if f is None:
             return
+        f.close()
         d.file = None
-        f.writer.close()
-        f.sink.close()
         path = storage.join(self.task.table_root, f.rel)
         d.done.append({"kind": "file", "day": d.day.isoformat(), "path": f.rel, "size": storage.size(path),
                        "rows": f.stats.rows, "stats": f.stats.json(), "side": None, "sum": None,
@@ -142,7 +163,10 @@ class DayWriter:
                 d.file = self._open(d)
             room = rows.num_rows if limit <= 0 else min(rows.num_rows, limit - d.file.stats.rows)
             part, rows = rows.slice(0, room), rows.slice(room)
-            d.file.writer.write_table(part)
+            d.file.pending.append(part)
+            d.file.pending_rows += part.num_rows
+            if d.file.pending_rows >= ROW_GROUP_ROWS:
+                d.file.flush()
             d.file.stats.add(part)
             if limit > 0 and d.file.stats.rows >= limit:
                 self._close(d)
@@ -178,8 +202,7 @@ class DayWriter:
             return
         if d.file is not None:
             try:
-                d.file.writer.close()
-                d.file.sink.close()
+                d.file.close()
             except Exception:  # noqa: BLE001 - best effort: the file is never committed
                 pass
         if d.vectors is not None:
@@ -212,7 +235,7 @@ class DayWriter:
             _count(d, side, pc.filter(rows.column(HASH_COLUMN), pc.equal(sides, side)))
         kept = pa.Table.from_batches([rows]).filter(pc.not_equal(sides, "replaced"))
         t = self.task
-        if t.fault is not None and t.fault_day == d.day and "damaged" not in d.figures:
+        if t.fault is not None and t.fault_day == d.day and "damaged" not in d.figures and kept.num_rows:
             from lakehouse.faults import damage_rows
 
             kept = damage_rows(kept, t.fault, HASH_COLUMN)
@@ -255,9 +278,16 @@ def _hash_sum(hashes: pa.Array | pa.ChunkedArray) -> int:
     return high * (1 << 32) + low
 
 
-def write_days(task: WriteTask, batches: Iterable[pa.RecordBatch], task_id: str) -> Iterator[pa.RecordBatch]:
-    """A task's work: write the days of ``batches``; the records of each day (``OUT_SCHEMA``)."""
-    w = DayWriter(task, task_id)
+def file_of_run(name: str, cutoff: int, run_id: str) -> bool:
+    """Whether a data file's name is of the run ``run_id`` of ``cutoff``."""
+    return name.startswith("part-") and f"-{cutoff}-{run_id}-" in name
+
+
+def write_days(task: WriteTask, batches: Iterable[pa.RecordBatch], partition: int,
+               attempt: int) -> Iterator[pa.RecordBatch]:
+    """A task's work (Spark's ``partition``, its ``attempt``): write the days of ``batches``; the
+    records of each day (``OUT_SCHEMA``)."""
+    w = DayWriter(task, partition, attempt)
     try:
         for batch in batches:
             done = w.push(batch)

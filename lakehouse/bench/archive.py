@@ -43,20 +43,23 @@ def _baseline(spark: Any, live: str, definition: Any, days: int, dest: str) -> N
      .write.format("delta").partitionBy(PARTITION_COLUMN).save(dest))
 
 
-def _archive(lh: Any, now: dt.datetime, ledger: bool) -> Any:
-    """One archive run of the bench table, with or without the books; its result."""
+def _archive(lh: Any, now: dt.datetime, ledger: bool, one_pass: bool = True) -> Any:
+    """One archive run of the bench table, with or without the books (on the staged path with
+    ``one_pass`` False); its result."""
     from lakehouse.archive.run import run_archive
 
-    return run_archive(lh.spark, lh.settings.warehouse, lh.definition("bench"), now=now, ledger=ledger)
+    return run_archive(lh.spark, lh.settings.warehouse, lh.definition("bench"), now=now, ledger=ledger,
+                       one_pass=one_pass)
 
 
 SIDES = ("archive", "archive_without_books", "baseline_sorted_delta_write")
 """The sides of ``bench archive``, timed in turn: an archive run with its books (conservation
-check and ledger), one without, and the plain sorted Delta write of the same rows."""
+check and ledger), one without, and the plain sorted Delta write of the same rows; with
+``staged``, an archive run with the books on the earlier staged path too (``archive_staged``)."""
 
 
 def _one_size(master: str, rows: int, days: int, repeats: int, root: Path, store: Settings | None,
-              warehouse: str | None, report: Progress, warmup: bool = True) -> dict[str, Any]:
+              warehouse: str | None, report: Progress, warmup: bool = True, staged: bool = False) -> dict[str, Any]:
     """The three ``SIDES`` on ``rows`` generated trips over ``days`` days, on the local disk under
     ``root`` or on the object store of ``store`` under ``warehouse``: a warm-up on a small table,
     then ``repeats`` runs each, interleaved, every archive run on a fresh copy of the same live
@@ -99,10 +102,10 @@ def _one_size(master: str, rows: int, days: int, repeats: int, root: Path, store
             shutil.copytree(src.paths("bench").root, lh.paths("bench").root)
         projects[(side, i)] = lh
 
-    def archive(side: str, books: bool) -> Side:
+    def archive(side: str, books: bool, one_pass: bool = True) -> Side:
         def run(i: int) -> Any:
             with counter.counting() if counter and i == 0 else not_counted() as counted:
-                r = _archive(projects[(side, i)], now, books)
+                r = _archive(projects[(side, i)], now, books, one_pass)
             if counted:
                 requests[side] = counted
             want = min(rows, 10_000) if i < 0 else rows
@@ -123,22 +126,27 @@ def _one_size(master: str, rows: int, days: int, repeats: int, root: Path, store
         if counted:
             requests["baseline_sorted_delta_write"] = counted
 
-    samples = measure({"archive": archive("archive", True),
-                       "archive_without_books": archive("archive_without_books", False),
-                       "baseline_sorted_delta_write": Side(baseline, lambda i: storage.remove_tree(baseline_dest(i - 1)))}, repeats, warmup,
-                      report=lambda what: report(f"{rows:,} rows: {what}"))
+    sides = {"archive": archive("archive", True),
+             **({"archive_staged": archive("archive_staged", True, one_pass=False)} if staged else {}),
+             "archive_without_books": archive("archive_without_books", False),
+             "baseline_sorted_delta_write": Side(baseline, lambda i: storage.remove_tree(baseline_dest(i - 1)))}
+    samples = measure(sides, repeats, warmup, report=lambda what: report(f"{rows:,} rows: {what}"))
     for lh in projects.values():
         _remove(lh, warehouse)
     books = samples["archive"].results
     figures: dict[str, Any] = {
         "rows": rows, "days": days, "master": master, "generate_seconds": round(generate_s, 2),
-        "sides": {side: samples[side].as_dict() for side in SIDES},
+        "sides": {side: s.as_dict() for side, s in samples.items()},
         "ratio_archive_to_baseline": ratio(samples["archive"], samples["baseline_sorted_delta_write"]),
         "ratio_books": ratio(samples["archive"], samples["archive_without_books"]),
         "archive_steps_seconds": median_of([r.timings for r in books]),
         "archive_without_books_steps_seconds": median_of([r.timings for r in samples["archive_without_books"].results]),
         "vector_files": books[0].vector_files,
     }
+    if staged:
+        figures["ratio_staged_to_baseline"] = ratio(samples["archive_staged"], samples["baseline_sorted_delta_write"])
+        figures["ratio_one_pass_to_staged"] = ratio(samples["archive"], samples["archive_staged"])
+        figures["archive_staged_steps_seconds"] = median_of([r.timings for r in samples["archive_staged"].results])
     if counter is not None:
         figures["requests"] = _per_day({side: requests[side] for side in ("archive", "baseline_sorted_delta_write")},
                                        days, counter.why_not)
@@ -162,7 +170,7 @@ def _per_day(counts: dict[str, dict[str, int]], days: int, why_not: str | None) 
 
 
 def bench_archive(master: str, sizes: list[int], days: int, repeats: int = 3, store: Settings | None = None,
-                  report: Progress = quiet, warmup: bool = True) -> dict[str, Any]:
+                  report: Progress = quiet, warmup: bool = True, staged: bool = False) -> dict[str, Any]:
     """``bench archive``: for each number of rows of ``sizes``, archive runs with and without the
     books against the plain sorted Delta write of the same rows (``_one_size``), on a scratch
     folder of the local disk, or with ``store`` on its object store too (scratch tables in a
@@ -179,8 +187,8 @@ def bench_archive(master: str, sizes: list[int], days: int, repeats: int = 3, st
         on_store = []
         if store is not None and scratch is not None:  # first: the process's Spark is made with its settings
             on_store = [_one_size(master, n, days, repeats, root / f"s3-{n}", store, storage.join(scratch, str(n)),
-                                  lambda what: report(f"S3: {what}"), warmup) for n in sorted(sizes)]
-        local = [_one_size(master, n, days, repeats, root / f"local-{n}", None, None, report, warmup)
+                                  lambda what: report(f"S3: {what}"), warmup, staged) for n in sorted(sizes)]
+        local = [_one_size(master, n, days, repeats, root / f"local-{n}", None, None, report, warmup, staged)
                  for n in sorted(sizes)]
     finally:
         if scratch is not None:

@@ -26,6 +26,8 @@ def bench() -> None:
               help="Timed runs of each side, after a warm-up, interleaved.")
 @click.option("--warmup/--no-warmup", default=True, show_default=True,
               help="One untimed run of each side on a small table first.")
+@click.option("--staged", is_flag=True, help="Also time archive runs on the earlier staged path (before vs after "
+                                              "the one-pass archive, in the same run).")
 @click.option("--warehouse", "store", metavar="s3://BUCKET/PREFIX",
               help="Also on this object store (scratch tables in a prefix of their own under it, removed "
                    "at the end): both ratios, and the store's requests per archived day.")
@@ -34,8 +36,8 @@ def bench() -> None:
 @format_option()
 @click.pass_obj
 @handle_errors
-def bench_archive_cmd(obj: Ctx, sizes: tuple[int, ...], days: int, repeats: int, warmup: bool, store: str | None,
-                      plot: str | None, fmt: str | None) -> None:
+def bench_archive_cmd(obj: Ctx, sizes: tuple[int, ...], days: int, repeats: int, warmup: bool, staged: bool,
+                      store: str | None, plot: str | None, fmt: str | None) -> None:
     """Archive generated trips (with and without the books) vs a plain sorted Delta write of the
     same rows: medians, spreads and ratios of REPEATS interleaved runs a side."""
     from lakehouse.bench import bench_archive
@@ -54,7 +56,7 @@ def bench_archive_cmd(obj: Ctx, sizes: tuple[int, ...], days: int, repeats: int,
     f = obj.fmt(fmt)
     with steps(f) as report:
         doc = bench_archive(settings.master if settings else obj.spark_master, sorted(set(sizes)), days, repeats,
-                            settings, report, warmup)
+                            settings, report, warmup, staged)
     if plot:
         from lakehouse.bench.plot import plot_archive
 
@@ -84,6 +86,10 @@ def render_archive(fmt: str, doc: dict[str, Any]) -> None:
         for store, s in runs:
             click.echo(f"{store} {s['rows']:,} rows, archive steps (median s): "
                        + ", ".join(f"{k} {v:.2f}" for k, v in s["archive_steps_seconds"].items()))
+            if "archive_staged" in s["sides"]:
+                click.echo(f"{store} {s['rows']:,} rows, staged path: {side(s, 'archive_staged')} s, "
+                           f"{s['ratio_staged_to_baseline']['median']:.2f}x the sorted write; one pass / staged "
+                           f"{s['ratio_one_pass_to_staged']['median']:.2f}x")
             if "requests" in s and s["requests"]["counted"]:
                 click.echo(f"{store} {s['rows']:,} rows, requests per archived day: archive "
                            f"{s['requests']['archive']['per_day']}, sorted write "
