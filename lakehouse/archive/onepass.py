@@ -161,15 +161,18 @@ def mark(staging: str, plan: ArchivePlan, run_id: str) -> None:
 
 
 def left_by(staging: str, paths: TablePaths, committed: int | None) -> int:
-    """A staging folder found by recovery: the data files of its one-pass run when that run did
-    not commit (its cutoff is not the archive's), removed; files removed."""
+    """A staging folder found by recovery: the data files of its one-pass run when that run
+    certainly did not commit (its cutoff is above the archive's: cutoffs only grow), removed;
+    files removed."""
     from lakehouse import storage
 
     try:
         doc = storage.read_json(storage.join(staging, MARKER))
     except FileNotFoundError:
         return 0
-    if doc["cutoff"] == committed:
+    if committed is not None and int(doc["cutoff"]) <= committed:
+        # committed, or maybe committed and superseded since (a run that committed without its
+        # clean-up, then a later run): its files are history; unreferenced ones go with VACUUM
         return 0
     return remove_written(paths, [dt.date.fromisoformat(x) for x in doc["days"]], int(doc["cutoff"]), doc["run_id"])
 
