@@ -12,8 +12,9 @@ Steps (crash points in brackets; a SIGKILL anywhere leaves every query exact):
 2-3. Write, in one pass (``onepass``, ``write``): one read of the live rows taken and the days'
    archive rows, each with its side of the books and its row hash; one shuffle by day, one sort
    by the total order (``order``: sort columns, event time, key, other columns); and in the
-   sort's own tasks the archive's final Parquet files (``<day>/part-<C'>-<run id>-...``, straight
-   into the archive's folder, referenced by nothing until the commit), their statistics, the
+   sort's own tasks the archive's final Parquet files (``<day>/part-<partition>-<C'>-<run id>-
+   <attempt>.c<n>...``, straight into the archive's folder, referenced by nothing until the
+   commit; the run's staging folder holds a marker of it first), their statistics, the
    vector files ``<day>-<C'>`` and the figures in and out per day. [during_vectors,
    after_staging, after_vectors] The rows written per day are checked against the plan
    (``checks``). Conservation (``checks.pass_conservation``, ``archive/ledger.py``): per day the
@@ -30,7 +31,8 @@ Steps (crash points in brackets; a SIGKILL anywhere leaves every query exact):
    committed). Then the committed rows per day are checked against the written ones, and the
    figures go into the ledger (``<table>/_ledger``; a crash before that is repaired by
    recovery). [during_commit, after_commit] Files of a run that did not commit are removed by
-   the run itself when it fails, and by VACUUM when it was killed (nothing references them).
+   the run itself when it fails, and by the next run's recovery (from its marker) or VACUUM when
+   it was killed (nothing references them).
 5. Purge (``recover``): one MERGE deletes from live the archived rows: event time < C' and a
    (day, load) pair the archive holds (rows loaded after V carry other load ids, so they stay).
    The pairs live still holds are read with delta-rs first: with none (the next run's
