@@ -52,15 +52,10 @@ def _archive(lh: Any, now: dt.datetime, ledger: bool, one_pass: bool = True) -> 
                        one_pass=one_pass)
 
 
-SIDES = ("archive", "archive_without_books", "baseline_sorted_delta_write")
-"""The sides of ``bench archive``, timed in turn: an archive run with its books (conservation
-check and ledger), one without, and the plain sorted Delta write of the same rows; with
-``staged``, an archive run with the books on the earlier staged path too (``archive_staged``)."""
-
-
 def _one_size(master: str, rows: int, days: int, repeats: int, root: Path, store: Settings | None,
               warehouse: str | None, report: Progress, warmup: bool = True, staged: bool = False) -> dict[str, Any]:
-    """The three ``SIDES`` on ``rows`` generated trips over ``days`` days, on the local disk under
+    """The sides (an archive run with the books, one without, on the staged path too with
+    ``staged``, and the plain sorted Delta write) on ``rows`` generated trips over ``days`` days, on the local disk under
     ``root`` or on the object store of ``store`` under ``warehouse``: a warm-up on a small table,
     then ``repeats`` runs each, interleaved, every archive run on a fresh copy of the same live
     table; on an object store, the requests of each side's first timed run too."""
