@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import re
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse import objectstore
 from lakehouse.errors import first_line
 from lakehouse.objectstore import is_s3
+from lakehouse.sql import literal, spark_ident
 from lakehouse.storage import filesystem, is_local, join
 from lakehouse.times import from_millis
 
@@ -318,14 +320,78 @@ def replace_partitions(path: str, read_version: int, files: list[NewFile], colum
         raise StaleVersion(f"{path}: version {read_version + 1} was committed by another writer ({first_line(e)})") \
             from None
     version = read_version + 1
-    # the checkpoint apart: once the commit is in nothing may report the commit as failed
+    _checkpoint(path, table, version)
+    return version
+
+
+def _checkpoint(path: str, table: DeltaTable, version: int) -> None:
+    """Write the checkpoint of ``version`` when the table's interval asks for one, apart from the
+    commit: once a commit is in, nothing may report it as failed (a later commit writes the next
+    checkpoint)."""
     interval = int(table.metadata().configuration.get("delta.checkpointInterval") or 10)
     if version % interval == 0:
         try:
             open_table(path, version).create_checkpoint()
         except Exception as e:  # noqa: BLE001 - a later commit writes the next one
             log.warning("%s: the checkpoint of version %s was not written: %s", path, version, first_line(e))
-    return version
+
+
+def upsert(path: str, rows: pa.Table, keys: tuple[str, ...], column: str, values: list[str],
+           txn: tuple[str, int] | None = None, user_metadata: str | None = None,
+           attempts: int = 10) -> tuple[int, int] | None:
+    """One commit of ``rows`` into a Delta table without Spark (delta-rs's MERGE): a row whose
+    ``keys`` and partition ``column`` match a row of the table replaces it, the others are added
+    (no ``keys``: every row is appended). ``values`` are the partitions the rows fall in, the only
+    ones read. The commit carries ``txn`` = (app id, version) as a SetTransaction and
+    ``user_metadata`` as its ``userMetadata``; None (nothing written) when the table already holds
+    that version of the app id or a later one.
+
+    The commit is made right after the version it read or not at all: when another writer
+    committed in between, the MERGE is made again on the new version (up to ``attempts`` times,
+    then ``StaleVersion``), so no commit ever lands on rows it did not see. (inserted, updated)."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import PostCommitHookProperties
+
+    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+    props = CommitProperties(custom_metadata={"userMetadata": user_metadata} if user_metadata is not None else None,
+                             max_commit_retries=0,
+                             app_transactions=[Transaction(app_id=txn[0], version=txn[1])] if txn else None)
+    for attempt in range(attempts):
+        table = open_table(path)
+        if txn is not None:
+            have = table.transaction_version(txn[0])
+            if have is not None and have >= txn[1]:
+                return None
+        read = table.version()
+        source = rows.select(list(_arrow_schema(table).names)).cast(_arrow_schema(table))
+        try:
+            if not keys:
+                write_deltalake(table, source, mode="append", commit_properties=props,
+                                post_commithook_properties=hooks)
+                inserted, updated = source.num_rows, 0
+            else:
+                on = " AND ".join(f"t.{spark_ident(k)} = s.{spark_ident(k)}" for k in (*keys, column))
+                on += f" AND t.{spark_ident(column)} IN ({', '.join(literal(v) for v in sorted(values))})"
+                m = table.merge(source, on, source_alias="s", target_alias="t", commit_properties=props,
+                                post_commithook_properties=hooks) \
+                    .when_matched_update_all().when_not_matched_insert_all().execute()
+                inserted, updated = int(m.get("num_target_rows_inserted", 0)), int(m.get("num_target_rows_updated", 0))
+        except CommitFailedError as e:  # another writer committed first: read again, merge again
+            if attempt == attempts - 1:
+                raise StaleVersion(f"{path}: every commit raced another writer's ({attempts} attempts; "
+                                   f"{first_line(e)})") from None
+            time.sleep(min(1.0, 0.02 * 2 ** attempt) * (0.5 + random.random()))
+            continue
+        _checkpoint(path, table, read + 1)
+        return inserted, updated
+    raise AssertionError("unreachable")
+
+
+def _arrow_schema(table: DeltaTable) -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(table.schema().to_arrow())
 
 
 class StaleVersion(Exception):

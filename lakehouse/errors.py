@@ -79,10 +79,11 @@ def one_line(message: str) -> str:
 _CONFLICTS = frozenset({
     "ConcurrentAppendException", "ConcurrentDeleteDeleteException", "ConcurrentDeleteReadException",
     "ConcurrentTransactionException", "ConcurrentWriteException", "MetadataChangedException",
-    "ProtocolChangedException",
+    "ProtocolChangedException", "StaleVersion", "CommitFailedError",
 })
-"""Delta's optimistic-concurrency exceptions (delta.exceptions), by class name: a bottom module
-does not import Spark's packages to recognise them."""
+"""Delta's optimistic-concurrency exceptions (delta.exceptions; deltalake's ``CommitFailedError``
+and ``delta_log.StaleVersion`` for delta-rs commits), by class name: a bottom module does not import Spark's packages to recognise
+them."""
 
 
 def is_conflict(e: BaseException) -> bool:

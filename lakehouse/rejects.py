@@ -1,25 +1,22 @@
 """A table's rejects: THE schema of rejected rows and files, and how they are written and read.
 
 Every bad row (with its file, line, raw record and reason) and every file rejected whole (line
-and record null) becomes one row of ``<warehouse>/<table>/rejects``, a Delta table. Loads and
-ingest batches append their rejects in one commit carrying the same SetTransaction as their live
-commit, so a replayed batch never writes its rejects twice.
+and record null) becomes one row of ``<warehouse>/<table>/rejects``, a Delta table. An insert
+(a load, an ingest batch, a producer's insert) appends its rejects in one commit carrying its
+SetTransaction, so a replayed insert never writes them twice. They are built in Arrow and
+committed through delta-rs: no Spark job, whatever the insert's size.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from lakehouse import delta_log
 from lakehouse.errors import TableNotFound
-from lakehouse.spark.commit import idempotent
 from lakehouse.warehouse import TablePaths
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
 
 UTC = dt.timezone.utc
 
@@ -42,54 +39,72 @@ LATE_ROW = "late_row"
 """The reason of a row earlier than its producer's bound (minus the allowed lateness)."""
 
 
-def file_frame(spark: "SparkSession", files: list[tuple[str, str]], load_id: str,
-               at: dt.datetime | None = None, producer: str | None = None) -> "DataFrame":
+def file_rows(files: list[tuple[str, str]], load_id: str, at: dt.datetime | None = None,
+              producer: str | None = None) -> pa.Table:
     """Rejects of whole files: (source, reason) each, with no line or record."""
+    return rows([f for f, _ in files], pa.nulls(len(files), pa.int64()), pa.nulls(len(files), pa.string()),
+                [r for _, r in files], load_id, at, producer)
+
+
+def rows(source: Any, line: Any, record: Any, reason: Any, load_id: str, at: dt.datetime | None = None,
+         producer: str | None = None, bound: dt.datetime | None = None) -> pa.Table:
+    """Rejects rows, one per entry of the columns ``source``, ``line``, ``record`` and ``reason``
+    (Arrow arrays or lists); ``reason`` may be one string for all."""
     at = at or dt.datetime.now(UTC)
-    n = len(files)
-    t = pa.table(
-        [
-            pa.array([f for f, _ in files], pa.string()),
-            pa.array([None] * n, pa.int64()),
-            pa.array([None] * n, pa.string()),
-            pa.array([r for _, r in files], pa.string()),
-            pa.array([at] * n, pa.timestamp("us", tz="UTC")),
-            pa.array([load_id] * n, pa.string()),
-            pa.array([producer] * n, pa.string()),
-            pa.array([None] * n, pa.timestamp("us", tz="UTC")),
-        ],
-        schema=SCHEMA,
-    )
-    return spark.createDataFrame(t)
+    n = len(source)
+    if isinstance(reason, str):
+        reason = [reason] * n
+    return pa.table([pa.array(source, pa.string()), pa.array(line, pa.int64()), pa.array(record, pa.string()),
+                     pa.array(reason, pa.string()), pa.array([at] * n, SCHEMA.field("at").type),
+                     pa.array([load_id] * n, pa.string()), pa.array([producer] * n, pa.string()),
+                     pa.array([bound] * n, SCHEMA.field("bound").type)], schema=SCHEMA)
 
 
-def rows_frame(df: "DataFrame", source: "Column", line: "Column", record: "Column", reason: "Column",
-               load_id: str, at: dt.datetime | None = None, producer: str | None = None,
-               bound: dt.datetime | None = None) -> "DataFrame":
-    """Rejects rows from a frame of rejected records, given the columns that hold each field."""
-    from pyspark.sql import functions as F
-
-    at = at or dt.datetime.now(UTC)
-    return df.select(
-        source.cast("string").alias("source"), line.cast("bigint").alias("line"),
-        record.cast("string").alias("record"), reason.cast("string").alias("reason"),
-        F.lit(at).cast("timestamp").alias("at"), F.lit(load_id).alias("load_id"),
-        F.lit(producer).cast("string").alias("producer"), F.lit(bound).cast("timestamp").alias("bound"),
-    )
+def append(paths: TablePaths, tables: list[pa.Table], txn: tuple[str, int] | None = None) -> bool:
+    """Append rejects rows to the table's rejects in one commit (with ``txn``: nothing is written
+    when the rejects already hold it); a rejects table older than ``producer`` and ``bound``
+    gains them. True when written."""
+    return delta_log.append_records(paths.rejects, pa.concat_tables(tables), txn=txn)
 
 
-def append(spark: "SparkSession", paths: TablePaths, frames: list["DataFrame"],
-           txn: tuple[str, int] | None = None) -> None:
-    """Append frames of rejects rows to the table's rejects in one commit (with ``txn``)."""
-    from pyspark.sql import functions as F
+def record_json(rows_: pa.Table, columns: tuple[str, ...]) -> pa.Array:
+    """Each row's ``columns`` as one line of compact JSON, the record of a rejected row that has
+    no raw text (rows inserted as data, Parquet): nulls left out, timestamps in ISO 8601 UTC with
+    at least milliseconds, dates ``YYYY-MM-DD``, decimals as plain numbers, NaN and infinities as
+    strings (as Spark's ``to_json`` writes them)."""
+    import json
 
-    df = frames[0]
-    for other in frames[1:]:
-        df = df.unionByName(other)
-    with idempotent(spark, txn):  # mergeSchema: a rejects table older than producer/bound gains them
-        df.select(*COLUMNS[:4], F.col("at").cast("timestamp"), "load_id", "producer",
-                  F.col("bound").cast("timestamp")) \
-            .write.format("delta").mode("append").option("mergeSchema", "true").save(paths.rejects)
+    values = [rows_[c].to_pylist() for c in columns]
+    names = [json.dumps(c) for c in columns]
+    out = [
+        "{" + ",".join(f"{name}:{_json_value(v[i])}" for name, v in zip(names, values) if v[i] is not None) + "}"
+        for i in range(rows_.num_rows)
+    ]
+    return pa.array(out, pa.string())
+
+
+def _json_value(v: Any) -> str:
+    import decimal
+    import json
+    import math
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dt.datetime):
+        v = v.astimezone(UTC) if v.tzinfo else v.replace(tzinfo=UTC)
+        spec = "milliseconds" if v.microsecond % 1000 == 0 else "microseconds"
+        return '"' + v.replace(tzinfo=None).isoformat(timespec=spec) + 'Z"'
+    if isinstance(v, dt.date):
+        return '"' + v.isoformat() + '"'
+    if isinstance(v, float):
+        if math.isfinite(v):
+            return repr(v)
+        return '"NaN"' if math.isnan(v) else ('"Infinity"' if v > 0 else '"-Infinity"')
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f")
+    if isinstance(v, int):
+        return str(v)
+    return json.dumps(v if isinstance(v, str) else str(v), ensure_ascii=False)
 
 
 def read(warehouse: str, table: str) -> list[dict[str, Any]]:

@@ -102,3 +102,29 @@ def test_a_missing_input_file_is_a_usage_error_naming_it(project: Project) -> No
     p = run(project, "load", "trips", str(missing))
     assert p.returncode == 2
     assert str(missing) in p.stderr and "does not exist" in p.stderr
+
+
+def test_small_loads_and_inserts_start_no_spark(spark, tmp_path: Path) -> None:
+    """A one-file load, a producer's attach, insert (an update, a new key, a bad and a late row),
+    heartbeat and detach commit into live and rejects through delta-rs; Spark reads the result."""
+    p = Project(tmp_path / "proj").table(TRIPS_SMALL + "stream: {allowed_lateness: 0}\n").create("trips")
+    header = ["trip_id", "city_id", "status", "fx_rate", "event_time"]
+    a = p.csv("a.csv", header, [["a", 1, 1, 1.5, "2026-11-20T10:00:00Z"], ["b", 2, 1, 0.5, "2026-11-20T11:00:00Z"],
+                                ["c", 3, 1, "oops", "2026-11-20T12:00:00Z"]])
+    b = p.csv("b.csv", header, [["a", 1, 2, 1.5, "2026-11-20T13:00:00Z"], ["d", 4, 1, 2.5, "2026-11-20T13:30:00Z"],
+                                ["e", 5, 1, 0.1, "2026-11-20T08:00:00Z"]])
+    now = ("--now", "2026-11-20T14:00:00Z")
+    steps = [("load", "trips", a), ("producer", "trips", "P", "attach", "--bound", "2026-11-20T12:30:00Z", *now),
+             ("producer", "trips", "P", "insert", b, *now), ("producer", "trips", "P", "heartbeat", *now),
+             ("producer", "trips", "P", "detach", *now), ("stream", "trips", "--format", "json", *now)]
+    for args in steps:
+        r = run(p, *args)
+        assert r.returncode == 0, f"{args}: {r.stderr[-1500:]}"
+        assert "cannot start Spark" not in r.stderr
+    assert json.loads(r.stdout)["staged"] == 0
+    live = {x["trip_id"]: x["status"] for x in delta_log.scan(p.lh.paths("trips").live).to_pylist()}
+    assert live == {"a": 2, "b": 1, "d": 1}
+    reasons = sorted((os.path.basename(x["source"]), x["line"], x["reason"] == "late_row") for x in p.lh.rejects("trips"))
+    assert reasons == [("a.csv", 4, False), ("b.csv", 4, True)]
+    rows = spark.read.format("delta").load(p.lh.paths("trips").live).orderBy("trip_id").collect()
+    assert [(x.trip_id, x.status) for x in rows] == [("a", 2), ("b", 1), ("d", 1)]

@@ -77,3 +77,29 @@ def plot_archive(doc: dict[str, Any], path: str | Path) -> Path:
     right.set_title("where the archive run's time goes (local disk)")
     right.legend(fontsize=7, ncol=2)
     return _save(fig, path)
+
+
+def plot_stream(doc: dict[str, Any], path: str | Path) -> Path:
+    """``bench stream``'s plot: rows per second of plain loads, 1 and 4 producers (median, the
+    range of the samples as error bars), and an insert's cost in process and from the command
+    line against the 0.2 s goal."""
+    fig, (left, right) = _figure(2)
+    names = [n for n in ("load", "producers_1", "producers_4") if n in doc["sides"]]
+    rows = doc["batches"] * doc["rows_per_batch"]
+    med = [doc["sides"][n]["rows_per_s"] for n in names]
+    low = [m - rows / doc["sides"][n]["max_s"] for m, n in zip(med, names)]
+    high = [rows / doc["sides"][n]["min_s"] - m for m, n in zip(med, names)]
+    left.bar(names, med, yerr=[low, high], capsize=4, color=STEP_COLOURS[:len(names)])
+    for i, v in enumerate(med):
+        left.annotate(f"{v:,.0f}", (i, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+    left.set_ylabel("rows per second (median)")
+    left.set_title(f"{doc['batches']} batches of {doc['rows_per_batch']:,} rows ({doc['repeats']} runs each)")
+    costs = {"insert (in process)": doc["insert_fixed_cost_s"], "producer insert (command)": doc["cli_insert_s"]}
+    right.bar(list(costs), list(costs.values()), color=STEP_COLOURS[3:5])
+    right.axhline(0.2, color="grey", linewidth=0.8, linestyle="--", label="0.2 s goal (in process)")
+    for i, v in enumerate(costs.values()):
+        right.annotate(f"{v:.3f} s", (i, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+    right.set_ylabel("seconds per one-row insert (median)")
+    right.set_title("an insert's fixed cost")
+    right.legend(fontsize=8)
+    return _save(fig, path)

@@ -132,14 +132,29 @@ def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, b
 @bench.command("stream")
 @click.option("--batches", type=int, default=16, show_default=True, help="Batches (hours of event time).")
 @click.option("--rows", type=int, default=50_000, show_default=True, help="Rows per batch (split among producers).")
+@click.option("--inserts", type=int, default=20, show_default=True, help="One-row inserts timed for the fixed cost.")
+@click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs of each side (interleaved).")
+@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw rows per second and the insert's cost as a PNG file.")
 @format_option()
 @click.pass_obj
 @handle_errors
-def bench_stream_cmd(obj: Ctx, batches: int, rows: int, fmt: str | None) -> None:
-    """Rows through 1 and 4 producers (insert + release) vs a plain load of the same rows."""
+def bench_stream_cmd(obj: Ctx, batches: int, rows: int, inserts: int, repeats: int, warmup: bool,
+                     plot_path: str | None, fmt: str | None) -> None:
+    """An insert's fixed cost, and rows per second through 1 and 4 producers (insert + release)
+    vs plain loads of the same rows."""
     from lakehouse.bench import bench_stream
 
-    emit_fields(obj.fmt(fmt), bench_stream(obj.spark_master, batches, rows))
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_stream(obj.spark_master, batches, rows, repeats=repeats, inserts=inserts, warmup=warmup,
+                           report=report)
+    if plot_path:
+        from lakehouse.bench.plot import plot_stream
+
+        doc["plot"] = str(plot_stream(doc, plot_path))
+    emit_fields(f, doc)
 
 
 @bench.command("compact")

@@ -278,7 +278,7 @@ class BatchRunner:
             result.rows_inserted = self.stream.released.inserted - before[0]
             result.rows_updated = self.stream.released.updated - before[1]
         elif staged.has_rejects(spec, 0):  # a batch of a run before streams: its rejects, if not in yet
-            staged.commit_rejects(self.spark_factory, self.definition, self.paths,
+            staged.commit_rejects(self.definition, self.paths,
                                   DueRejects(app, batch.number, self.producer, None, None, 0, spec))
         crashpoints.reached("ingest_after_live")
         late = reg.late_by_file if reg is not None else {}

@@ -6,7 +6,8 @@ Every operation takes the stream's lease, first finishes a release a crashed pro
 events, then releases what became due. A release is planned and saved first (pending, with its
 number) [``stream_after_plan``]; its rows are committed into live in one commit carrying the
 SetTransaction (``lakehouse.stream``, release number) and B in the commit's metadata
-[``stream_during_release``, ``stream_after_live``]; then it is applied to the state
+[``stream_during_release``, ``stream_after_live``] (a small release, the usual case, is read with
+Arrow and committed through delta-rs without a Spark job: ``lakehouse.live.small``); then it is applied to the state
 [``stream_after_state``]. A pending release is applied at once when live already holds its
 number, else committed again: no row is lost or doubled whatever the instant of a crash. Just
 before each commit, the release's line of the loads ledger (``lakehouse.stream.ledger``: when,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -32,7 +34,7 @@ from lakehouse import crashpoints, delta_log
 from lakehouse.definitions import LOAD_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.lease import Lease
-from lakehouse.live import SEQ_COLUMN, commit_live
+from lakehouse.live import SEQ_COLUMN, commit_live, commit_live_rows, small
 from lakehouse.spark.commit import SESSION_CONF, with_retries
 from lakehouse.staging import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
 from lakehouse.storage import join, remove_tree
@@ -45,10 +47,20 @@ from lakehouse.times import from_micros, micros
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 UTC = dt.timezone.utc
+
+
+def pa_concat(tables: list["pa.Table"]) -> "pa.Table":
+    """The tables one after the other (their schemas unified)."""
+    import pyarrow as pa
+
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
 def wall_clock() -> int:
     """Now, in microseconds since the epoch."""
     return micros(dt.datetime.now(UTC))
@@ -282,7 +294,7 @@ class Stream:
             return
         for due in list(state.rejects_due):
             lease.check()
-            if staged.commit_rejects(self.spark_factory, self.definition, self.paths, due):
+            if staged.commit_rejects(self.definition, self.paths, due):
                 crashpoints.reached("stream_after_rejects")
             state.rejects_committed(due)
             self.store.save(state)
@@ -296,41 +308,52 @@ class Stream:
 
     def _commit(self, state: StreamState, rel: Release, lease: Lease) -> None:
         lease.check()
-        spark = self.spark_factory()
-        frames = []
         days: set[dt.date] = set()
         segments = {s.id: s for s in state.segments}
         for sid, (lo, hi) in sorted(rel.ranges.items()):
-            seg = segments[sid]
-            frames.append(self._frame(spark, seg, lo, hi, rel.seq))
-            times = self._times_of(seg)
+            times = self._times_of(segments[sid])
             a = 0 if lo is None else int(np.searchsorted(times, lo, side="right"))
             b = int(np.searchsorted(times, hi, side="right"))
             day = 86_400_000_000
             for start in np.unique(times[a:b] - times[a:b] % day):
                 days.add(from_micros(int(start)).date())
-        good = frames[0]
-        for f in frames[1:]:
-            good = good.unionByName(f)
         meta = json.dumps({"lakehouse.stream": {"release": rel.seq, "bound": fmt(rel.bound),
                                                 "upto": fmt(rel.upto) if rel.upto is not None else None}})
         ledger.record(self.paths, rel.seq, wall_clock(), [  # when and from whom these rows entered live
             {"load": release_load(segments[sid], rel.seq), "producer": segments[sid].producer, "after": lo,
              "upto": hi, "rows": rel.counts.get(sid, 0)} for sid, (lo, hi) in sorted(rel.ranges.items())])
         crashpoints.kill_later("stream_during_release", 0.3)
+        ranges = sorted(rel.ranges.items())
+        if small(self.paths, rel.rows, days):  # a few rows: Arrow and delta-rs, no Spark job
+            rows = pa_concat([self._rows(segments[sid], lo, hi, rel.seq) for sid, (lo, hi) in ranges])
 
-        def commit() -> tuple[int, int]:
-            with SESSION_CONF:
-                spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", meta)
-                try:
-                    return commit_live(spark, self.definition, self.paths, good, "", days, rel.rows,
-                                       txn=(APP_ID, rel.seq))
-                finally:
-                    spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+            def commit() -> tuple[int, int]:
+                return commit_live_rows(self.definition, self.paths, rows, "", days, txn=(APP_ID, rel.seq),
+                                        user_metadata=meta)
+        else:
+            spark = self.spark_factory()
+            frames = [self._frame(spark, segments[sid], lo, hi, rel.seq) for sid, (lo, hi) in ranges]
+            good = functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+            def commit() -> tuple[int, int]:
+                with SESSION_CONF:
+                    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", meta)
+                    try:
+                        return commit_live(spark, self.definition, self.paths, good, "", days, rel.rows,
+                                           txn=(APP_ID, rel.seq))
+                    finally:
+                        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
 
         (ins, upd), _ = with_retries(f"release {rel.seq} into {self.definition.name}/live", commit)
         self.released.inserted += ins
         self.released.updated += upd
+
+    def _rows(self, seg: Segment, lo: int | None, hi: int, release: int) -> "pa.Table":
+        import pyarrow as pa
+
+        t = staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []), seg.late_below, lo, hi)
+        return t.append_column(SEQ_COLUMN, pa.array([seg.seq] * t.num_rows, pa.int64())) \
+            .append_column(LOAD_COLUMN, pa.array([release_load(seg, release)] * t.num_rows, pa.string()))
 
     def _frame(self, spark: "SparkSession", seg: Segment, lo: int | None, hi: int, release: int) -> "DataFrame":
         from pyspark.sql import functions as F

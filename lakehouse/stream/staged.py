@@ -5,20 +5,19 @@ An insert's rows are parsed by the one write path (``lakehouse.ingest.batch``) i
 line, kind, raw record, reason). When the stream registers the insert, the insert's rejects are
 described by a ``DueRejects`` record (``rejects_spec`` builds its data); ``commit_rejects`` commits
 them, from whichever process finishes the insert, in one commit carrying the SetTransaction
-(origin, number) so that committing them twice is a no-op.
+(origin, number) so that committing them twice is a no-op. Nothing here starts Spark: the staged
+rows are read with Arrow and the rejects committed through delta-rs.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lakehouse import delta_log, rejects, storage
 from lakehouse.definitions import TableDefinition
-from lakehouse.spark.commit import with_retries
 from lakehouse.staging import (
     FILE_COLUMN,
     GOOD,
@@ -34,7 +33,7 @@ from lakehouse.times import from_micros, micros
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
 
 UTC = dt.timezone.utc
 
@@ -65,6 +64,32 @@ def read_times(definition: TableDefinition, staging: str, failed: list[int]) -> 
             "f": t[FILE_COLUMN].to_numpy(zero_copy_only=False).astype(np.int64)}
 
 
+def read_rows(definition: TableDefinition, staging: str, failed: list[int], late_below: int | None,
+              after: int | None, upto: int) -> pa.Table:
+    """The good rows staged in ``staging`` (files ``failed`` excluded) with event times in
+    (``after``, ``upto``] and not below ``late_below``: the table's columns and the file and line
+    order columns (read with Arrow, no Spark)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    et = definition.event_time
+    fs, where = storage.filesystem(rows_folder(staging))
+    data = ds.dataset(where, filesystem=fs, format="parquet")
+    us = data.schema.field(et).type
+
+    def at(micros_: int) -> pa.Scalar:
+        return pa.scalar(micros_, pa.int64()).cast(pa.timestamp("us", tz=getattr(us, "tz", None))).cast(us)
+
+    cond = (ds.field(KIND_COLUMN) == GOOD) & (ds.field(et) <= at(upto))
+    if failed:
+        cond &= ~ds.field(FILE_COLUMN).isin(failed)
+    if late_below is not None:
+        cond &= ds.field(et) >= at(late_below)
+    if after is not None:
+        cond &= ds.field(et) > at(after)
+    return data.to_table(columns=[*definition.column_names, FILE_COLUMN, LINE_COLUMN], filter=cond)
+
+
 def rejects_spec(staging: str, sources: list[str], failed: list[int], file_errors: list[tuple[str, str]],
                  bad: int, load_id: str, at: dt.datetime) -> dict[str, Any]:
     """The data of an insert's ``DueRejects``: its staging folder, the source of each file index,
@@ -80,48 +105,52 @@ def has_rejects(data: dict[str, Any], late: int) -> bool:
     return bool(late or data.get("bad") or data.get("file_errors"))
 
 
-def commit_rejects(spark_factory: Callable[[], "SparkSession"], definition: TableDefinition, paths: TablePaths,
-                   due: DueRejects) -> bool:
-    """Commit an insert's rejects (False: the table held them already; Spark is not started)."""
+def commit_rejects(definition: TableDefinition, paths: TablePaths, due: DueRejects) -> bool:
+    """Commit an insert's rejects, read from its staging with Arrow (False: the table held them
+    already)."""
     if (delta_log.txn_version(paths.rejects, due.origin) or 0) >= due.number:
         return False
-    spark = spark_factory()
-    frames = _frames(spark, definition, due)
-    if not frames:
+    tables = _rejects(definition, due)
+    if not tables:
         return False
-    with_retries(f"rejects of insert {due.number} of {due.producer!r} into {definition.name}",
-                 lambda: rejects.append(spark, paths, frames, txn=(due.origin, due.number)))
-    return True
+    return rejects.append(paths, tables, txn=(due.origin, due.number))
 
 
-def _frames(spark: "SparkSession", definition: TableDefinition, due: DueRejects) -> list["DataFrame"]:
-    from pyspark.sql import functions as F
+def _rejects(definition: TableDefinition, due: DueRejects) -> list[pa.Table]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
 
     d = due.data
     at = from_micros(int(d["at"]))
     load_id = d["load_id"]
     ok = [i for i in range(len(d["sources"])) if i not in set(d["failed"])]
     staged = storage.exists(rows_folder(d["staging"]))
-    frames = []
+    tables = []
     if staged and ok and (d["bad"] or due.late):
-        sources = F.create_map(*[x for i in ok for x in (F.lit(i), F.lit(d["sources"][i]))])
-        df = spark.read.parquet(rows_folder(d["staging"])).where(F.col(FILE_COLUMN).isin(ok))
-        source = F.element_at(sources, F.col(FILE_COLUMN))
+        fs, where = storage.filesystem(rows_folder(d["staging"]))
+        data = ds.dataset(where, filesystem=fs, format="parquet")
+        in_ok = ds.field(FILE_COLUMN).isin(ok)
+        sources = pa.array(d["sources"], pa.string())
         if d["bad"]:
-            frames.append(rejects.rows_frame(df.where(F.col(KIND_COLUMN) == REJECT), source, F.col(LINE_COLUMN),
-                                             F.col(RAW_COLUMN), F.col(REASON_COLUMN), load_id, at,
-                                             producer=due.producer))
+            bad = data.to_table(columns=[FILE_COLUMN, LINE_COLUMN, RAW_COLUMN, REASON_COLUMN],
+                                filter=in_ok & (ds.field(KIND_COLUMN) == REJECT))
+            tables.append(rejects.rows(pc.take(sources, bad[FILE_COLUMN]), bad[LINE_COLUMN], bad[RAW_COLUMN],
+                                       bad[REASON_COLUMN], load_id, at, producer=due.producer))
         if due.late and due.late_below is not None:
-            et = F.col(definition.event_time)
-            late = df.where((F.col(KIND_COLUMN) == GOOD) & (et < F.expr(f"timestamp_micros({int(due.late_below)}L)")))
-            record = F.coalesce(F.col(RAW_COLUMN), F.to_json(F.struct(*[F.col(c) for c in definition.column_names])))
-            frames.append(rejects.rows_frame(late, source, F.col(LINE_COLUMN), record, F.lit(rejects.LATE_ROW),
-                                             load_id, at, producer=due.producer,
-                                             bound=from_micros(int(due.late_below))))
+            et = definition.event_time
+            below = pa.scalar(int(due.late_below), pa.int64()).cast(pa.timestamp("us", tz="UTC")) \
+                .cast(data.schema.field(et).type)
+            late = data.to_table(columns=[FILE_COLUMN, LINE_COLUMN, RAW_COLUMN, *definition.column_names],
+                                 filter=in_ok & (ds.field(KIND_COLUMN) == GOOD) & (ds.field(et) < below))
+            record = pc.coalesce(late[RAW_COLUMN], rejects.record_json(late, tuple(definition.column_names)))
+            tables.append(rejects.rows(pc.take(sources, late[FILE_COLUMN]), late[LINE_COLUMN], record,
+                                       rejects.LATE_ROW, load_id, at, producer=due.producer,
+                                       bound=from_micros(int(due.late_below))))
     files = [(s, r) for s, r in d["file_errors"]]
     if not staged and ok and (d["bad"] or due.late):  # never silently: the loss is a reject of its own
         files.append((d["staging"], f"the staged rows of insert {due.number} of {due.producer!r} were removed "
                                     f"before their rejects were written ({d['bad']} bad rows, {due.late} late rows)"))
     if files:
-        frames.append(rejects.file_frame(spark, files, load_id, at, producer=due.producer))
-    return frames
+        tables.append(rejects.file_rows(files, load_id, at, producer=due.producer))
+    return tables
