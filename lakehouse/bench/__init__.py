@@ -5,8 +5,10 @@ from lakehouse.bench.archive import bench_archive
 from lakehouse.bench.backfill import bench_backfill
 from lakehouse.bench.commands import bench_cli
 from lakehouse.bench.compact import bench_compact
+from lakehouse.bench.incremental import bench_incremental
 from lakehouse.bench.ingest import bench_ingest
 from lakehouse.bench.open import bench_open
 from lakehouse.bench.stream import bench_stream
 
-__all__ = ["bench_archive", "bench_backfill", "bench_cli", "bench_compact", "bench_ingest", "bench_open", "bench_stream"]
+__all__ = ["bench_archive", "bench_backfill", "bench_cli", "bench_compact", "bench_incremental",
+           "bench_ingest", "bench_open", "bench_stream"]

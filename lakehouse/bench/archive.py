@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.bench.sampling import Side, measure, median_of, ratio
-from lakehouse.bench.workload import generate_live, make_project
+from lakehouse.bench.workload import (
+    START,
+    archive_run,
+    generate_live,
+    make_project,
+    sorted_delta_write,
+)
 from lakehouse.output import Progress, quiet
 
 if TYPE_CHECKING:
     from lakehouse.settings import Settings
-
-
-START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-"""The first day of the benchmarks' generated trips."""
 
 
 def _timed_generate(spark: Any, live: str, rows: int, days: int) -> float:
@@ -28,28 +30,6 @@ def _timed_generate(spark: Any, live: str, rows: int, days: int) -> float:
     t0 = time.monotonic()
     generate_live(spark, live, rows, START, days)
     return time.monotonic() - t0
-
-
-def _baseline(spark: Any, live: str, definition: Any, days: int, dest: str) -> None:
-    """The baseline: the rows of ``live`` sorted the way archiving sorts them, in one plain
-    partitioned Delta write to ``dest``."""
-    from pyspark.sql import functions as F
-
-    from lakehouse.archive.order import row_order
-    from lakehouse.definitions import PARTITION_COLUMN
-
-    rows = spark.read.format("delta").load(live)
-    (rows.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*row_order(definition))
-     .write.format("delta").partitionBy(PARTITION_COLUMN).save(dest))
-
-
-def _archive(lh: Any, now: dt.datetime, ledger: bool, one_pass: bool = True) -> Any:
-    """One archive run of the bench table, with or without the books (on the staged path with
-    ``one_pass`` False); its result."""
-    from lakehouse.archive.run import run_archive
-
-    return run_archive(lh.spark, lh.settings.warehouse, lh.definition("bench"), now=now, ledger=ledger,
-                       one_pass=one_pass)
 
 
 def _one_size(master: str, rows: int, days: int, repeats: int, root: Path, store: Settings | None,
@@ -100,7 +80,7 @@ def _one_size(master: str, rows: int, days: int, repeats: int, root: Path, store
     def archive(side: str, books: bool, one_pass: bool = True) -> Side:
         def run(i: int) -> Any:
             with counter.counting() if counter and i == 0 else not_counted() as counted:
-                r = _archive(projects[(side, i)], now, books, one_pass)
+                r = archive_run(projects[(side, i)], now, books, one_pass)
             if counted:
                 requests[side] = counted
             want = min(rows, 10_000) if i < 0 else rows
@@ -117,7 +97,7 @@ def _one_size(master: str, rows: int, days: int, repeats: int, root: Path, store
         src = small if i < 0 else source
         dest = baseline_dest(i)
         with counter.counting() if counter and i == 0 else not_counted() as counted:
-            _baseline(spark, src.paths("bench").live, d, days, dest)
+            sorted_delta_write(spark, src.paths("bench").live, d, days, dest)
         if counted:
             requests["baseline_sorted_delta_write"] = counted
 

@@ -103,3 +103,33 @@ def plot_stream(doc: dict[str, Any], path: str | Path) -> Path:
     right.set_title("an insert's fixed cost")
     right.legend(fontsize=8)
     return _save(fig, path)
+
+
+def plot_incremental(doc: dict[str, Any], path: str | Path) -> Path:
+    """``bench incremental``'s plot: each side's median seconds (the range of the samples as
+    error bars), and the steps of the new day's archive run beside the full rebuild's."""
+    fig, (left, right) = _figure(2)
+    names = list(doc["sides"])
+    med = [doc["sides"][n]["median_s"] for n in names]
+    low = [m - doc["sides"][n]["min_s"] for m, n in zip(med, names)]
+    high = [doc["sides"][n]["max_s"] - m for m, n in zip(med, names)]
+    left.bar(names, med, yerr=[low, high], capsize=4, color=STEP_COLOURS[:len(names)])
+    for i, v in enumerate(med):
+        left.annotate(f"{v:.2f} s", (i, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+    left.set_ylabel("seconds (median)")
+    r = doc["ratio_new_day_to_full"]["median"]
+    left.set_title(f"one new day into {doc['days_archived']} archived days: {r:.3f}x the full rebuild")
+    runs = {"new day": doc["new_day_steps_seconds"], "full rebuild": doc["full_steps_seconds"]}
+    steps = list(dict.fromkeys(k for v in runs.values() for k in v))
+    for i, timings in enumerate(runs.values()):
+        bottom = 0.0
+        for j, step in enumerate(steps):
+            v = timings.get(step, 0.0)
+            right.bar(i, v, bottom=bottom, color=STEP_COLOURS[j % len(STEP_COLOURS)], width=0.6,
+                      label=step if i == 0 else None)
+            bottom += v
+    right.set_xticks(range(len(runs)), list(runs))
+    right.set_ylabel("seconds (median)")
+    right.set_title("the archive runs' steps")
+    right.legend(fontsize=7, ncol=2)
+    return _save(fig, path)

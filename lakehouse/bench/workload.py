@@ -145,3 +145,29 @@ def archive_figures(rows: int, days: int, master: str, generate_s: float, baseli
         "archive_steps_seconds": {k: round(v, 2) for k, v in result.timings.items()},
         "vector_files": result.vector_files,
     }
+
+
+START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+"""The first day of the benchmarks' generated trips."""
+
+
+def sorted_delta_write(spark: Any, live: str, definition: Any, days: int, dest: str) -> None:
+    """The baseline: the rows of ``live`` sorted the way archiving sorts them, in one plain
+    partitioned Delta write to ``dest``."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.archive.order import row_order
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    rows = spark.read.format("delta").load(live)
+    (rows.repartition(days, F.col(PARTITION_COLUMN)).sortWithinPartitions(*row_order(definition))
+     .write.format("delta").partitionBy(PARTITION_COLUMN).save(dest))
+
+
+def archive_run(lh: Any, now: dt.datetime, ledger: bool, one_pass: bool = True) -> Any:
+    """One archive run of the bench table, with or without the books (on the staged path with
+    ``one_pass`` False); its result."""
+    from lakehouse.archive.run import run_archive
+
+    return run_archive(lh.spark, lh.settings.warehouse, lh.definition("bench"), now=now, ledger=ledger,
+                       one_pass=one_pass)

@@ -157,6 +157,32 @@ def bench_stream_cmd(obj: Ctx, batches: int, rows: int, inserts: int, repeats: i
     emit_fields(f, doc)
 
 
+@bench.command("incremental")
+@click.option("--rows", type=int, default=3_100_000, show_default=True, help="Rows over DAYS + 1 days.")
+@click.option("--days", type=int, default=30, show_default=True, help="Days archived before the new one.")
+@click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs of each side (interleaved).")
+@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw the sides and the new day's archive steps as a PNG file.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_incremental_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: bool, plot_path: str | None,
+                          fmt: str | None) -> None:
+    """Archiving one new day into DAYS archived days vs that day's plain sorted Delta write and
+    vs archiving every day at once."""
+    from lakehouse.bench import bench_incremental
+
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_incremental(obj.spark_master, rows, days, repeats=repeats, warmup=warmup, report=report)
+    if plot_path:
+        from lakehouse.bench.plot import plot_incremental
+
+        doc["plot"] = str(plot_incremental(doc, plot_path))
+    emit_fields(f, doc)
+
+
 @bench.command("compact")
 @click.option("--batches", type=int, default=1000, show_default=True, help="Ingest batches (one small file each).")
 @click.option("--rows", type=int, default=200, show_default=True, help="Rows per batch.")
