@@ -394,6 +394,31 @@ def _arrow_schema(table: DeltaTable) -> pa.Schema:
     return pa.schema(table.schema().to_arrow())
 
 
+def remove_files(path: str, read_version: int, files: list[tuple[str, int, dict[str, str | None] | None]]) -> int:
+    """One metadata-only commit, right after ``read_version``, removing ``files`` ((path as the
+    log names it, size, partition values) each) from a Delta table: their rows leave the table,
+    no data is read or written. No other version is tried: when another writer committed after
+    ``read_version`` the commit is refused (``StaleVersion``) and nothing changed. The version
+    committed."""
+    from deltalake import CommitProperties
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import PostCommitHookProperties, RemoveAction
+
+    table = open_table(path, read_version)
+    now = int(time.time() * 1000)
+    actions: list[Any] = [RemoveAction(p, True, now, size, parts) for p, size, parts in files]
+    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+    try:
+        table.create_write_transaction(actions, "append", table.schema(), table.metadata().partition_columns,
+                                       commit_properties=CommitProperties(max_commit_retries=0),
+                                       post_commithook_properties=hooks)
+    except CommitFailedError as e:
+        raise StaleVersion(f"{path}: version {read_version + 1} was committed by another writer ({first_line(e)})") \
+            from None
+    _checkpoint(path, table, read_version + 1)
+    return read_version + 1
+
+
 class StaleVersion(Exception):
     """A commit made on top of a version that is no longer the latest (nothing was committed)."""
 

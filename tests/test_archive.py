@@ -109,7 +109,7 @@ def test_merge_into_existing_days_with_upserts_and_late_rows(trips):
     assert totals(trips, "duckdb") == expect
     assert trips.lh.tables()[0].waiting_rows == 2
     # a purge (a run's recovery) finds no archived (day, load) pair in live: no Spark job, no commit
-    from lakehouse.archive.recover import purge
+    from lakehouse.archive.purge import purge
 
     live = trips.lh.paths("trips").live
     before = read_snapshot(live).version

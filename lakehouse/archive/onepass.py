@@ -177,20 +177,6 @@ def left_by(staging: str, paths: TablePaths, committed: int | None) -> int:
     return remove_written(paths, [dt.date.fromisoformat(x) for x in doc["days"]], int(doc["cutoff"]), doc["run_id"])
 
 
-def discard(paths: TablePaths, plan: ArchivePlan, run_id: str) -> int:
-    """After a failed run: remove its data files unless its commit happened (the archive's cutoff
-    is the plan's); when that cannot be told, keep them (unreferenced ones go with VACUUM)."""
-    from lakehouse.archive.state import current_snapshot
-
-    try:
-        if current_snapshot(paths.archive).cutoff == plan.cutoff:
-            return 0
-        return remove_written(paths, list(plan.days), plan.cutoff, run_id)
-    except Exception:  # noqa: BLE001 - VACUUM removes unreferenced files
-        log.warning("archive %s: the files of run %s were not removed; VACUUM removes them", paths.name, run_id)
-        return 0
-
-
 def remove_written(paths: TablePaths, days: list[dt.date], cutoff: int, run_id: str) -> int:
     """Remove the data files the run ``run_id`` of ``cutoff`` wrote into the archive's folders of
     ``days`` (its commit did not happen: nothing references them); files removed."""

@@ -6,15 +6,15 @@ next run does them first for a run that was killed."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lakehouse import storage
-from lakehouse.archive import ledger_table, onepass, vectors
-from lakehouse.archive.plan import cutoff_time, date_literal
+from lakehouse.archive import ledger_table, onepass, purge, vectors
 from lakehouse.archive.state import current_snapshot
-from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
-from lakehouse.spark.commit import merge_into, with_retries
+from lakehouse.definitions import TableDefinition
 from lakehouse.storage import join, remove_tree
 from lakehouse.warehouse import TablePaths
 
@@ -24,66 +24,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def purge(spark: SparkSession, definition: TableDefinition, paths: TablePaths, cutoff: int | None = None) -> int:
-    """Delete from live the rows the archive holds: event time < cutoff and a (day, load)
-    pair the archive's batch of that day contains. One MERGE against the small frame of
-    pairs, however many days, and none when no such pair is in live (rows below the cutoff
-    that wait for the next run, late ones, are not the archive's). Idempotent; returns rows
-    deleted."""
-    from pyspark.sql import functions as F
-
-    from lakehouse import delta_log
-
-    d = definition
-    if cutoff is None:
-        cutoff = current_snapshot(paths.archive).cutoff
-        if cutoff is None:
-            return 0
-    # which (day, load) pairs wait below the cutoff, and which of them the archive holds: read
-    # with delta-rs (no Spark job); the MERGE below is Spark's and runs only when there is work
-    pair = f'"{PARTITION_COLUMN}" AS day, "{LOAD_COLUMN}" AS load'
-    waiting = {(r["day"], r["load"]) for r in delta_log.scan(paths.live, (
-        f'SELECT DISTINCT {pair} FROM t WHERE "{PARTITION_COLUMN}" <= DATE \'{cutoff_time(cutoff).date().isoformat()}\' '
-        f'AND "{d.event_time}" < to_timestamp_seconds({int(cutoff)})')).to_pylist()}
-    if not waiting:
-        return 0
-    days = ", ".join(f"DATE '{day.isoformat()}'" for day in sorted({day for day, _ in waiting}))
-    held_pairs = sorted((r["day"], r["load"]) for r in delta_log.scan(paths.archive, (
-        f'SELECT DISTINCT {pair} FROM t WHERE "{PARTITION_COLUMN}" IN ({days})')).to_pylist()
-        if (r["day"], r["load"]) in waiting)
-    if not held_pairs:
-        return 0
-    source = spark.createDataFrame(held_pairs, f"`{PARTITION_COLUMN}` DATE, `{LOAD_COLUMN}` STRING")
-    held = [day for day, _ in held_pairs]
-    cond = (  # the literal day range lets Delta prune live's files; the join does the rest
-        f"t.`{PARTITION_COLUMN}` >= {date_literal(held[0])} AND t.`{PARTITION_COLUMN}` <= {date_literal(held[-1])} "
-        f"AND t.`{PARTITION_COLUMN}` = s.`{PARTITION_COLUMN}` AND t.`{LOAD_COLUMN}` = s.`{LOAD_COLUMN}` "
-        f"AND t.`{d.event_time}` < timestamp_seconds({int(cutoff)})"
-    )
-
-    def delete() -> int:
-        """One MERGE deleting the held pairs' rows; the rows it deleted."""
-        return merge_into(spark, paths.live, F.broadcast(source), cond, "WHEN MATCHED THEN DELETE").get(
-            "num_deleted_rows", 0)
-
-    deleted, _ = with_retries(f"purge of archived rows from {d.name}/live", delete)
-    return deleted
-
-
-def discard_uncommitted(spark: SparkSession, paths: TablePaths, cutoff: int, staging: str | None = None) -> None:
-    """Remove the vector files (and staging) of a run's cutoff when its commit did not happen."""
+def discard_uncommitted(paths: TablePaths, cutoff: int, staging: str | None = None,
+                        days: Sequence[dt.date] = (), run_id: str | None = None) -> None:
+    """After a failed run of ``cutoff``: when its commit did not happen (the archive's cutoff is
+    not the run's), remove what it wrote: the data files of a one-pass run (``run_id``, in the
+    folders of ``days``), its vector files and its sidecar; then its ``staging`` (last: it holds
+    the marker by which the next run's recovery finds the data files, should this fail midway).
+    When whether it committed cannot be told, nothing is removed: recovery and VACUUM do it."""
     try:
+        if current_snapshot(paths.archive).cutoff != cutoff:
+            if run_id is not None:
+                onepass.remove_written(paths, list(days), cutoff, run_id)
+            files, _ = vectors.list_files(paths.vectors)
+            vectors.delete([f.path for f in files if f.cutoff == cutoff], paths.vectors)
+            vectors.delete([join(paths.vectors, vectors.RUNS_FOLDER, f"{cutoff}.json")], paths.vectors)
         if staging:
             remove_tree(staging)
-        if current_snapshot(paths.archive).cutoff == cutoff:
-            return
-        files, _ = vectors.list_files(paths.vectors)
-        vectors.delete([f.path for f in files if f.cutoff == cutoff], paths.vectors)
-        vectors.delete(
-            [join(paths.vectors, vectors.RUNS_FOLDER, f"{cutoff}.json")], paths.vectors
-        )
-    except Exception:  # noqa: BLE001 - the next run's clean-up removes them too
-        log.warning("could not remove the uncommitted vector files of cutoff %s", cutoff)
+    except Exception:  # noqa: BLE001 - the next run's recovery (and VACUUM) removes them
+        log.warning("archive %s: what the uncommitted run of cutoff %s wrote was not all removed; the next run's "
+                    "recovery removes it", paths.name, cutoff)
 
 
 def clean(spark: SparkSession, paths: TablePaths, committed: int | None = None) -> int:
@@ -127,4 +86,4 @@ def recover(
     repaired); the ledger rows a crash kept out of the ledger are written first."""
     committed = current_snapshot(paths.archive).cutoff
     repaired = ledger_table.repair(spark, definition, paths, committed) if ledger else 0
-    return purge(spark, definition, paths, committed), clean(spark, paths, committed), repaired
+    return purge.purge(spark, definition, paths, committed), clean(spark, paths, committed), repaired

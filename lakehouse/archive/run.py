@@ -33,10 +33,12 @@ Steps (crash points in brackets; a SIGKILL anywhere leaves every query exact):
    recovery). [during_commit, after_commit] Files of a run that did not commit are removed by
    the run itself when it fails, and by the next run's recovery (from its marker) or VACUUM when
    it was killed (nothing references them).
-5. Purge (``recover``): one MERGE deletes from live the archived rows: event time < C' and a
-   (day, load) pair the archive holds (rows loaded after V carry other load ids, so they stay).
-   The pairs live still holds are read with delta-rs first: with none (the next run's
-   recovery, late rows waiting) no Spark job runs. [after_purge]
+5. Purge (``purge``): delete from live the archived rows: event time < C' and a (day, load) pair
+   the archive holds (rows loaded after V carry other load ids, so they stay). The pairs are
+   read with delta-rs; the live files that hold only such rows (nearly all) go in one
+   metadata-only commit, and one MERGE deletes what is left in files that also hold other
+   rows, if anything is. With nothing to purge (the next run's recovery, late rows waiting) no
+   Spark job runs. [after_purge]
 6. Clean (``recover``): superseded vector files and staging.
 
 A failing step is recorded in ``_state/archive-status.json`` (``lakehouse tables`` shows it); a
@@ -55,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints, faults
-from lakehouse.archive import checks, commit, ledger_table, onepass, recover, stage, survey
+from lakehouse.archive import checks, commit, ledger_table, onepass, purge, recover, stage, survey
 from lakehouse.archive.ledger import CommitFigures
 from lakehouse.archive.plan import ArchivePlan
 from lakehouse.archive.status import record_failure, record_success
@@ -198,9 +200,8 @@ class ArchiveJob:
             else:
                 version = commit.commit(spark, d, paths, plan, staging, figures, self.lease)
         except BaseException:
-            recover.discard_uncommitted(spark, paths, plan.cutoff, staging)
-            if self.one_pass and plan.days:
-                onepass.discard(paths, plan, self.run_id)
+            recover.discard_uncommitted(paths, plan.cutoff, staging, plan.days,
+                                        self.run_id if self.one_pass else None)
             raise
         result.timings["commit"] = time.monotonic() - t
         result.committed = True
@@ -270,7 +271,7 @@ class ArchiveJob:
     def purge(self, cutoff: int | None = None) -> int:
         """Step 5: delete from live the rows the archive holds below ``cutoff`` (default: the
         committed one); idempotent; rows deleted."""
-        return recover.purge(self.spark, self.definition, self.paths, cutoff)
+        return purge.purge(self.spark, self.definition, self.paths, cutoff)
 
     def clean(self, committed: int | None = None) -> int:
         """Step 6: remove vector files no reader uses and archive staging; files removed."""

@@ -7,8 +7,10 @@ from lakehouse.bench.commands import bench_cli
 from lakehouse.bench.compact import bench_compact
 from lakehouse.bench.incremental import bench_incremental
 from lakehouse.bench.ingest import bench_ingest
+from lakehouse.bench.memory import bench_memory
 from lakehouse.bench.open import bench_open
+from lakehouse.bench.query import bench_query
 from lakehouse.bench.stream import bench_stream
 
 __all__ = ["bench_archive", "bench_backfill", "bench_cli", "bench_compact", "bench_incremental",
-           "bench_ingest", "bench_open", "bench_stream"]
+           "bench_ingest", "bench_memory", "bench_open", "bench_query", "bench_stream"]

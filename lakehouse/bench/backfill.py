@@ -1,60 +1,98 @@
 """``lakehouse bench backfill``: years of history archived by one run against a plain sorted,
-partitioned Delta write of the same rows, then late rows archived into a few old days."""
+partitioned Delta write of the same rows, then late rows archived into a few old days.
+
+Sides, measured by ``bench.sampling`` (a warm-up, then interleaved repeats, every archive run on a
+fresh copy of the same live table, made untimed):
+- ``archive``: one archive run of ``days`` days of live rows (the backfill);
+- ``baseline_sorted_delta_write``: the same rows sorted the way archiving sorts them, in one
+  partitioned Delta write;
+- ``late_rows``: a second run that archives a few late rows into three of those days (the
+  archived table archives again), on a copy of the backfilled table.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from lakehouse.bench.workload import archive_figures, generate_live, make_project
+from lakehouse.bench.sampling import Side, measure, median_of, ratio
+from lakehouse.bench.workload import archive_run, generate_live, make_project, sorted_delta_write
+from lakehouse.output import Progress, quiet
+
+LATE = 30
+"""Late rows the second run archives into three old days."""
 
 
-def bench_backfill(master: str, rows: int, days: int, workdir: str | None = None) -> dict[str, Any]:
+def bench_backfill(master: str, rows: int, days: int, repeats: int = 3, warmup: bool = True,
+                   report: Progress = quiet) -> dict[str, Any]:
     """A backfill of years: ``rows`` trips over ``days`` UTC days (ending two days ago) straight
     into live, archived by one run, against a plain sorted, partitioned Delta write of the same
-    rows in the same process; then a second run archives late rows into a few of those days."""
+    rows; then a second run archives late rows into a few of those days."""
     from lakehouse import delta_log
-    from lakehouse.archive.order import row_order
-    from lakehouse.definitions import PARTITION_COLUMN
 
-    root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-backfill-"))
+    root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-backfill-"))
     try:
-        lh = make_project(root, master)
-        spark = lh.spark()
-        d = lh.definition("bench")
+        source = make_project(root / "source", master)
+        spark = source.spark()
+        d = source.definition("bench")
         today = dt.datetime.now(dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
         start = today - dt.timedelta(days=days + 2)
-        t0 = time.monotonic()
-        generate_live(spark, lh.paths("bench").live, rows, start, days)
-        generate_s = time.monotonic() - t0
+        report(f"{rows:,} rows over {days} days: generating")
+        generate_live(spark, source.paths("bench").live, rows, start, days)
+        # the backfilled table with late rows waiting in three old days: the second run's input
+        backfilled = make_project(root / "backfilled", master)
+        shutil.rmtree(backfilled.paths("bench").root)
+        shutil.copytree(source.paths("bench").root, backfilled.paths("bench").root)
+        report("the backfill the late rows go into")
+        first = archive_run(backfilled, today, ledger=True)
+        if first.rows_archived != rows or len(first.plan.days) != days:
+            raise RuntimeError(f"bench backfill: {first.rows_archived} rows over {len(first.plan.days)} days archived")
+        generate_live(spark, backfilled.paths("bench").live, LATE, start, 3, load="late", first_id=rows)
+        projects: dict[str, Any] = {}
 
-        live = spark.read.format("delta").load(lh.paths("bench").live)
-        t0 = time.monotonic()
-        (live.orderBy(*row_order(d)).write.format("delta").partitionBy(PARTITION_COLUMN).save(str(root / "baseline")))
-        baseline_s = time.monotonic() - t0
+        def fresh(side: str, template: Any, i: int) -> None:
+            old = projects.pop(side, None)
+            if old is not None:
+                shutil.rmtree(old.settings.project, ignore_errors=True)
+            lh = make_project(root / f"{side}-{i + 2}", master)
+            shutil.rmtree(lh.paths("bench").root)
+            shutil.copytree(template.paths("bench").root, lh.paths("bench").root)
+            projects[side] = lh
 
-        now = today
-        t0 = time.monotonic()
-        result = lh.archive("bench", now=now)
-        archive_s = time.monotonic() - t0
-        assert result.rows_archived == rows and len(result.plan.days) == days, (result.rows_archived, rows)
-        assert delta_log.row_count(lh.paths("bench").live) == 0
-        # late rows into three old days, archived by a second run (the table archives again)
-        late = 30
-        generate_live(spark, lh.paths("bench").live, late, start, 3, load="late", first_id=rows)
-        t0 = time.monotonic()
-        again = lh.archive("bench", now=now + dt.timedelta(minutes=1))
-        again_s = time.monotonic() - t0
-        assert again.rows_archived == late and delta_log.row_count(lh.paths("bench").archive) == rows + late
+        def backfill(i: int) -> Any:
+            r = archive_run(projects["archive"], today, ledger=True)
+            if r.rows_archived != rows or delta_log.row_count(projects["archive"].paths("bench").live) != 0:
+                raise RuntimeError(f"bench backfill: {r.rows_archived} rows archived of {rows}")
+            return r
+
+        def late(i: int) -> Any:
+            r = archive_run(projects["late_rows"], today + dt.timedelta(minutes=1), ledger=True)
+            if r.rows_archived != LATE or delta_log.row_count(projects["late_rows"].paths("bench").archive) != rows + LATE:
+                raise RuntimeError(f"bench backfill: the second run archived {r.rows_archived} rows of {LATE}")
+            return r
+
+        def dest(i: int) -> str:
+            return str(root / f"baseline-{i + 2}")
+
+        sides = {
+            "archive": Side(backfill, lambda i: fresh("archive", source, i)),
+            "baseline_sorted_delta_write": Side(
+                lambda i: sorted_delta_write(spark, source.paths("bench").live, d, days, dest(i)),
+                lambda i: shutil.rmtree(dest(i - 1), ignore_errors=True)),
+            "late_rows": Side(late, lambda i: fresh("late_rows", backfilled, i)),
+        }
+        samples = measure(sides, repeats, warmup, report)
         return {
-            **archive_figures(rows, days, master, generate_s, baseline_s, archive_s, result),
-            "second_run_late_rows": late,
-            "second_run_seconds": round(again_s, 2),
+            "rows": rows, "days": days, "repeats": repeats, "master": master,
+            "sides": {side: s.as_dict() for side, s in samples.items()},
+            "ratio_archive_to_baseline": ratio(samples["archive"], samples["baseline_sorted_delta_write"]),
+            "archive_steps_seconds": median_of([r.timings for r in samples["archive"].results]),
+            "vector_files": samples["archive"].results[-1].vector_files,
+            "second_run_late_rows": LATE,
+            "second_run_steps_seconds": median_of([r.timings for r in samples["late_rows"].results]),
         }
     finally:
-        if workdir is None:
-            shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)

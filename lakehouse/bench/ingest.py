@@ -1,59 +1,36 @@
 """``lakehouse bench ingest``: ``ingest`` of many small files and of one big file against
-Spark's own file streaming source writing the same files to Delta, in one process."""
+Spark's own file streaming source writing the same files to Delta, in one process (P5: the goal
+is ingest at most 1.0x the stream on both inputs, with every guarantee ingest gives)."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from lakehouse.bench.sampling import Side, measure, ratio
 from lakehouse.bench.workload import INGEST_TABLE, make_project, write_trips_csv
+from lakehouse.output import Progress, quiet
 
 
 def bench_ingest(master: str, small_files: int = 1000, small_rows: int = 1000, big_mb: int = 1024,
-                 blocks_per_batch: int = 256, workdir: str | None = None) -> dict[str, Any]:
-    """``ingest`` of many small files and of one big file, each against Spark's own file
+                 blocks_per_batch: int = 256, repeats: int = 3, warmup: bool = True,
+                 report: Progress = quiet) -> dict[str, Any]:
+    """``ingest --drain`` of many small files and of one big file, each against Spark's own file
     streaming source (CSV, trigger availableNow) writing the same files to a Delta table
-    partitioned the same way, in one process; after a small warm-up of both."""
+    partitioned the same way, in one process: per input, a warm-up of both on three small files,
+    then ``repeats`` interleaved runs of each (``bench.sampling``), every run into a fresh table."""
     from lakehouse import delta_log
 
-    root = Path(workdir or tempfile.mkdtemp(prefix="lakehouse-bench-ingest-"))
+    root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-ingest-"))
+    table = INGEST_TABLE.replace("BLOCKS", str(blocks_per_batch))
     try:
-        lh = make_project(root, master, INGEST_TABLE.replace("BLOCKS", str(blocks_per_batch)))
-        spark = lh.spark()
-        live = lh.paths("bench").live
-        cases: dict[str, Any] = {}
-
-        def case(name: str, folder: Path, files: int, rows: int) -> dict[str, Any]:
-            """``ingest`` of ``folder``, then Spark's file stream over it: both timed."""
-            before = delta_log.row_count(live)
-            t0 = time.monotonic()
-            r = lh.ingest("bench", str(folder), drain=True)
-            ours = time.monotonic() - t0
-            assert delta_log.row_count(live) - before == rows == r.rows, (delta_log.row_count(live) - before, rows, r.rows)
-            t0 = time.monotonic()
-            streamed = _spark_stream(spark, lh.definition("bench"), folder, root / f"stream-{name}")
-            base = time.monotonic() - t0
-            assert streamed == rows, (streamed, rows)
-            size = sum(f.stat().st_size for f in folder.iterdir())
-            return {
-                "files": files, "rows": rows, "megabytes": round(size / 1e6, 1), "batches": len(r.batches),
-                "ingest_seconds": round(ours, 2), "ingest_rows_per_s": round(rows / ours),
-                "ingest_files_per_s": round(files / ours, 2),
-                "spark_stream_seconds": round(base, 2), "spark_stream_rows_per_s": round(rows / base),
-                "spark_stream_files_per_s": round(files / base, 2),
-                "ratio_ingest_to_spark_stream": round(ours / base, 2),
-            }
-
+        report("generating the inputs")
         warm = root / "in-warmup"
         warm.mkdir()
         for k in range(3):
             write_trips_csv(warm / f"w{k}.csv", 2000, seed=900 + k)
-        case("warmup", warm, 3, 6000)
-
-        t0 = time.monotonic()
         small = root / "in-small"
         small.mkdir()
         for k in range(small_files):
@@ -62,14 +39,57 @@ def bench_ingest(master: str, small_files: int = 1000, small_rows: int = 1000, b
         big.mkdir()
         big_rows = max(1, big_mb * 1_000_000 // 76)  # ~76 bytes a row
         write_trips_csv(big / "big.csv", big_rows, seed=10_000)
-        generate_s = time.monotonic() - t0
-        cases["small_files"] = case("small", small, small_files, small_files * small_rows)
-        cases["big_file"] = case("big", big, 1, big_rows)
-        return {"master": master, "blocks_per_batch": blocks_per_batch, "generate_seconds": round(generate_s, 1),
-                **cases}
+        projects: dict[str, Any] = {}
+        spark = make_project(root / "spark", master, table).spark()
+
+        def case(name: str, folder: Path, files: int, rows: int) -> dict[str, Any]:
+            def source(i: int) -> tuple[Path, int]:
+                return (warm, 6000) if i < 0 else (folder, rows)
+
+            def fresh(i: int) -> None:
+                old = projects.pop(name, None)
+                if old is not None:
+                    shutil.rmtree(old.settings.project, ignore_errors=True)
+                projects[name] = make_project(root / f"{name}-{i + 2}", master, table)
+
+            def ingest(i: int) -> Any:
+                where, want = source(i)
+                lh = projects[name]
+                r = lh.ingest("bench", str(where), drain=True)
+                got = delta_log.row_count(lh.paths("bench").live)
+                if got != want or r.rows != want:
+                    raise RuntimeError(f"bench ingest: {name}: {got} rows in live, {r.rows} ingested, not {want}")
+                return r
+
+            def out(i: int) -> Path:
+                return root / f"stream-{name}-{i + 2}"
+
+            def stream(i: int) -> int:
+                where, want = source(i)
+                got = _spark_stream(spark, projects[name].definition("bench"), where, out(i))
+                if got != want:
+                    raise RuntimeError(f"bench ingest: {name}: Spark's stream wrote {got} rows, not {want}")
+                return got
+
+            samples = measure({"ingest": Side(ingest, fresh),
+                               "spark_stream": Side(stream, lambda i: shutil.rmtree(out(i - 1), ignore_errors=True))},
+                              repeats, warmup, lambda what: report(f"{name}: {what}"))
+            size = sum(f.stat().st_size for f in folder.iterdir())
+            med = {side: s.median for side, s in samples.items()}
+            return {
+                "files": files, "rows": rows, "megabytes": round(size / 1e6, 1),
+                "batches": len(samples["ingest"].results[-1].batches),
+                "sides": {side: s.as_dict() for side, s in samples.items()},
+                "ingest_rows_per_s": round(rows / med["ingest"]), "spark_stream_rows_per_s": round(rows / med["spark_stream"]),
+                "ingest_files_per_s": round(files / med["ingest"], 2),
+                "ratio_ingest_to_spark_stream": ratio(samples["ingest"], samples["spark_stream"]),
+            }
+
+        cases = {"small_files": case("small_files", small, small_files, small_files * small_rows),
+                 "big_file": case("big_file", big, 1, big_rows)}
+        return {"master": master, "blocks_per_batch": blocks_per_batch, "repeats": repeats, **cases}
     finally:
-        if workdir is None:
-            shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _spark_stream(spark: Any, definition: Any, folder: Path, out: Path) -> int:

@@ -87,8 +87,8 @@ def plot_stream(doc: dict[str, Any], path: str | Path) -> Path:
     names = [n for n in ("load", "producers_1", "producers_4") if n in doc["sides"]]
     rows = doc["batches"] * doc["rows_per_batch"]
     med = [doc["sides"][n]["rows_per_s"] for n in names]
-    low = [m - rows / doc["sides"][n]["max_s"] for m, n in zip(med, names)]
-    high = [rows / doc["sides"][n]["min_s"] - m for m, n in zip(med, names)]
+    low = [max(0.0, m - rows / doc["sides"][n]["max_s"]) for m, n in zip(med, names)]
+    high = [max(0.0, rows / doc["sides"][n]["min_s"] - m) for m, n in zip(med, names)]
     left.bar(names, med, yerr=[low, high], capsize=4, color=STEP_COLOURS[:len(names)])
     for i, v in enumerate(med):
         left.annotate(f"{v:,.0f}", (i, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
@@ -111,8 +111,8 @@ def plot_incremental(doc: dict[str, Any], path: str | Path) -> Path:
     fig, (left, right) = _figure(2)
     names = list(doc["sides"])
     med = [doc["sides"][n]["median_s"] for n in names]
-    low = [m - doc["sides"][n]["min_s"] for m, n in zip(med, names)]
-    high = [doc["sides"][n]["max_s"] - m for m, n in zip(med, names)]
+    low = [max(0.0, m - doc["sides"][n]["min_s"]) for m, n in zip(med, names)]
+    high = [max(0.0, doc["sides"][n]["max_s"] - m) for m, n in zip(med, names)]
     left.bar(names, med, yerr=[low, high], capsize=4, color=STEP_COLOURS[:len(names)])
     for i, v in enumerate(med):
         left.annotate(f"{v:.2f} s", (i, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
@@ -132,4 +132,28 @@ def plot_incremental(doc: dict[str, Any], path: str | Path) -> Path:
     right.set_ylabel("seconds (median)")
     right.set_title("the archive runs' steps")
     right.legend(fontsize=7, ncol=2)
+    return _save(fig, path)
+
+
+def plot_query(doc: dict[str, Any], path: str | Path) -> Path:
+    """``bench query``'s plot: per query the median seconds of the split on Spark, the one table
+    on Spark and the split on DuckDB; and the lookup against the DuckDB scan (log scale)."""
+    fig, (left, right) = _figure(2)
+    names = list(doc["queries"])
+    sides = ("split_spark", "one_table_spark", "split_duckdb")
+    for j, side in enumerate(sides):
+        med = [doc["queries"][q]["sides"][side]["median_s"] for q in names]
+        left.bar([i * (len(sides) + 1) + j for i in range(len(names))], med, color=STEP_COLOURS[j], label=side)
+    left.set_xticks([i * (len(sides) + 1) + 1 for i in range(len(names))], names)
+    left.set_ylabel("seconds (median)")
+    left.set_title(f"{doc['rows']:,} rows: split / one table {doc['ratio_split_to_one_table']:.2f}x (median)")
+    left.legend(fontsize=8)
+    look = doc["lookup"]["seconds_per_call"]
+    right.bar(list(look), list(look.values()), color=STEP_COLOURS[3:5])
+    right.set_yscale("log")
+    for i, v in enumerate(look.values()):
+        right.annotate(f"{v * 1000:.2f} ms", (i, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+    right.set_ylabel("seconds per call (median, log)")
+    right.set_title(f"lookup {doc['lookup']['times_faster_than_duckdb_scan']:.0f}x faster than a DuckDB scan "
+                    f"of the day ({doc['lookup']['day_rows']:,} rows)")
     return _save(fig, path)

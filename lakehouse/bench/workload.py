@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lakehouse.archive.run import ArchiveResult
     from lakehouse.project import Lakehouse
     from lakehouse.settings import Settings
 
@@ -128,23 +127,6 @@ def make_project(root: Path, master: str, table: str = BENCH_TABLE, store: Setti
     lh = Lakehouse(settings)
     lh.migrate()
     return lh
-
-
-def archive_figures(rows: int, days: int, master: str, generate_s: float, baseline_s: float, archive_s: float,
-                    result: ArchiveResult) -> dict[str, Any]:
-    """The figures every archiving benchmark reports: its size, the plain sorted Delta write it
-    is measured against, the archiving run (per step) and the vector files it wrote."""
-    return {
-        "rows": rows,
-        "days": days,
-        "master": master,
-        "generate_seconds": round(generate_s, 2),
-        "baseline_sorted_delta_write_seconds": round(baseline_s, 2),
-        "archive_seconds": round(archive_s, 2),
-        "ratio_archive_to_baseline": round(archive_s / baseline_s, 2) if baseline_s else None,
-        "archive_steps_seconds": {k: round(v, 2) for k, v in result.timings.items()},
-        "vector_files": result.vector_files,
-    }
 
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)

@@ -103,14 +103,19 @@ def render_archive(fmt: str, doc: dict[str, Any]) -> None:
 @bench.command("backfill")
 @click.option("--rows", type=int, default=200_000, show_default=True)
 @click.option("--days", type=int, default=2500, show_default=True)
+@click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs of each side (interleaved).")
+@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
 @format_option()
 @click.pass_obj
 @handle_errors
-def bench_backfill_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
+def bench_backfill_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: bool, fmt: str | None) -> None:
     """A backfill of DAYS days archived in one run vs a plain sorted, partitioned Delta write."""
     from lakehouse.bench import bench_backfill
 
-    emit_fields(obj.fmt(fmt), bench_backfill(obj.spark_master, rows, days))
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_backfill(obj.spark_master, rows, days, repeats=repeats, warmup=warmup, report=report)
+    emit_fields(f, doc)
 
 
 @bench.command("ingest")
@@ -118,15 +123,21 @@ def bench_backfill_cmd(obj: Ctx, rows: int, days: int, fmt: str | None) -> None:
 @click.option("--small-rows", type=int, default=1000, show_default=True, help="Rows per small file.")
 @click.option("--big-mb", type=int, default=1024, show_default=True, help="Size of the big file (MB).")
 @click.option("--blocks-per-batch", type=int, default=256, show_default=True)
+@click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs of each side (interleaved).")
+@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
 @format_option()
 @click.pass_obj
 @handle_errors
 def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, blocks_per_batch: int,
-                     fmt: str | None) -> None:
+                     repeats: int, warmup: bool, fmt: str | None) -> None:
     """Ingest many small files and one big file vs Spark's file streaming source (availableNow)."""
     from lakehouse.bench import bench_ingest
 
-    emit_fields(obj.fmt(fmt), bench_ingest(obj.spark_master, small_files, small_rows, big_mb, blocks_per_batch))
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_ingest(obj.spark_master, small_files, small_rows, big_mb, blocks_per_batch, repeats=repeats,
+                           warmup=warmup, report=report)
+    emit_fields(f, doc)
 
 
 @bench.command("stream")
@@ -180,6 +191,52 @@ def bench_incremental_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: 
         from lakehouse.bench.plot import plot_incremental
 
         doc["plot"] = str(plot_incremental(doc, plot_path))
+    emit_fields(f, doc)
+
+
+@bench.command("query")
+@click.option("--rows", type=int, default=3_000_000, show_default=True)
+@click.option("--days", type=int, default=10, show_default=True, help="Days of rows; all but the last archived.")
+@click.option("--repeats", type=int, default=5, show_default=True, help="Timed runs of each side (interleaved).")
+@click.option("--lookups", type=int, default=20, show_default=True, help="Calls per timed lookup run.")
+@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw each query's sides and the lookup against the DuckDB scan as a PNG file.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_query_cmd(obj: Ctx, rows: int, days: int, repeats: int, lookups: int, warmup: bool,
+                    plot_path: str | None, fmt: str | None) -> None:
+    """Split queries vs one Delta table of the same rows, DuckDB vs Spark, and lookup vs a
+    DuckDB scan of the day."""
+    from lakehouse.bench import bench_query
+
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_query(obj.spark_master, rows, days, repeats=repeats, lookups=lookups, warmup=warmup,
+                          report=report)
+    if plot_path:
+        from lakehouse.bench.plot import plot_query
+
+        doc["plot"] = str(plot_query(doc, plot_path))
+    emit_fields(f, doc)
+
+
+@bench.command("memory")
+@click.option("--rows", type=int, default=6_000_000, show_default=True, help="Rows of the one day.")
+@click.option("--driver-memory-mb", type=int, default=512, show_default=True, help="The JVM of each side.")
+@click.option("--repeats", type=int, default=1, show_default=True, help="Runs of each side (interleaved).")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_memory_cmd(obj: Ctx, rows: int, driver_memory_mb: int, repeats: int, fmt: str | None) -> None:
+    """One day several times Spark's memory archived vs its plain sorted Delta write, each in a
+    process of its own with a small driver; seconds, spill and peak memory."""
+    from lakehouse.bench import bench_memory
+
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_memory(obj.spark_master, rows, driver_memory_mb, repeats=repeats, report=report)
     emit_fields(f, doc)
 
 

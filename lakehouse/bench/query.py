@@ -1,0 +1,141 @@
+"""``lakehouse bench query``: what the split costs a query, and what the vectors buy a lookup.
+
+On generated trips over ``days`` days, all archived but the last (so every query reads both
+sides of the cutoff), each side measured by ``bench.sampling`` (a warm-up, then interleaved
+repeats):
+- per query of ``QUERIES``:
+  - ``split_spark``: the query as users run it (``Lakehouse.query``: the split views pinned and
+    registered, the SQL guarded and run on Spark, the answer collected as Arrow);
+  - ``one_table_spark``: the same SQL on Spark over one plain Delta table holding the same rows
+    (the split's own answer written once, partitioned by day), read anew each run (P3: the goal
+    is the split at most 1.10x this);
+  - ``split_duckdb``: the query on the DuckDB reader (no Spark);
+- ``lookup``: ``Lakehouse.lookup`` of a (city, status) pair on one archived day, by binary
+  search on the vector files, against ``duckdb_scan``: a DuckDB count of the same rows over the
+  day's Parquet files (P4: the goal is the lookup at least 50x faster). Both must find the same
+  number of rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lakehouse.bench.sampling import Side, measure, ratio
+from lakehouse.bench.workload import START, archive_run, generate_live, make_project
+from lakehouse.output import Progress, quiet
+
+QUERIES = {
+    "per_city": "SELECT city_id, count(*) AS n, sum(fare_total) AS fare FROM bench GROUP BY city_id ORDER BY city_id",
+    "per_day": ("SELECT CAST(event_time AS DATE) AS day, avg(distance_km) AS km FROM bench WHERE status = 1 "
+                "GROUP BY CAST(event_time AS DATE) ORDER BY day"),
+    "one_city": ("SELECT vehicle_type, count(*) AS n, max(fx_rate) AS fx FROM bench WHERE city_id = 3 AND status = 2 "
+                 "GROUP BY vehicle_type ORDER BY vehicle_type"),
+}
+"""The queries timed: a scan with a small group-by, a filter with a group by day, a selective filter."""
+LOOKUP = {"city_id": 3, "status": 2}
+
+
+def bench_query(master: str, rows: int = 3_000_000, days: int = 10, repeats: int = 5, lookups: int = 20,
+                warmup: bool = True, report: Progress = quiet) -> dict[str, Any]:
+    """Every side of the module's description; seconds, and the ratios the goals name (their
+    median over the queries too). A lookup side times ``lookups`` calls (seconds per call)."""
+    from lakehouse import delta_log
+    from lakehouse.definitions import PARTITION_COLUMN
+    from lakehouse.query import duckdb as duck
+    from lakehouse.query import sources
+    from lakehouse.query import spark as spark_engine
+    from lakehouse.query.split import current
+    from lakehouse.stream.engine import watermarks
+
+    root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-query-"))
+    try:
+        lh = make_project(root / "project", master)
+        spark = lh.spark()
+        begin = START - dt.timedelta(days=days + 1)  # every --now in the past
+        report(f"{rows:,} rows over {days} days: generating and archiving all days but the last")
+        generate_live(spark, lh.paths("bench").live, rows, begin, days)
+        archive_run(lh, begin + dt.timedelta(days=days), ledger=True)  # cutoff: the start of the last day
+        tables = sources(lh.settings.warehouse, lh.definitions())
+        spark_engine.register_splits(spark, [current(t) for t in tables], watermarks(tables))
+        one = str(root / "one-table")
+        spark.sql("SELECT * FROM bench") \
+            .write.format("delta").partitionBy(PARTITION_COLUMN).save(one)
+        split_rows = {"archive": delta_log.row_count(lh.paths("bench").archive),
+                      "live": delta_log.row_count(lh.paths("bench").live)}
+
+        def on(engine: str, sql: str) -> Side:
+            return Side(lambda i: lh.query(sql, engine))  # type: ignore[arg-type]
+
+        def one_table(sql: str) -> Side:
+            def run(i: int) -> Any:
+                spark.read.format("delta").load(one).createOrReplaceTempView("bench")
+                return spark.sql(sql).toArrow()
+
+            return Side(run)
+
+        out: dict[str, Any] = {"rows": rows, "days": days, "repeats": repeats, "master": master,
+                               "rows_archived": split_rows["archive"], "rows_live": split_rows["live"], "queries": {}}
+        for name, sql in QUERIES.items():
+            sides = {"split_spark": on("spark", sql), "one_table_spark": one_table(sql),
+                     "split_duckdb": on("duckdb", sql)}
+            samples = measure(sides, repeats, warmup, _prefixed(report, name))
+            answers = {side: _rounded(s.results[-1].to_pylist()) for side, s in samples.items()}
+            if not answers["split_spark"] == answers["one_table_spark"] == answers["split_duckdb"]:
+                raise RuntimeError(f"bench query: {name}: the sides answer differently: {answers}")
+            out["queries"][name] = {
+                "sql": sql, "sides": {side: s.as_dict() for side, s in samples.items()},
+                "ratio_split_to_one_table": ratio(samples["split_spark"], samples["one_table_spark"]),
+                "ratio_duckdb_to_spark": ratio(samples["split_duckdb"], samples["split_spark"]),
+            }
+        for key in ("ratio_split_to_one_table", "ratio_duckdb_to_spark"):
+            out[key] = round(statistics.median(q[key]["median"] for q in out["queries"].values()), 3)
+
+        day = (begin + dt.timedelta(days=days // 2)).date()
+        files = delta_log.add_actions(lh.paths("bench").archive)
+        in_day = [p for p, v in zip(files["path"].to_pylist(), files[f"partition.{PARTITION_COLUMN}"].to_pylist())
+                  if str(v) == day.isoformat()]
+        con = duck.connect()
+        scan = ("SELECT count(*) FROM read_parquet([" + ", ".join(
+            "'" + delta_log.file_uri(lh.paths("bench").archive, p).replace("'", "''") + "'" for p in in_day)
+            + "]) WHERE " + " AND ".join(f"{c} = {v}" for c, v in LOOKUP.items()))
+        where = [f"{c}={v}" for c, v in LOOKUP.items()]
+
+        def looked_up(i: int) -> int:
+            for _ in range(lookups):
+                r = lh.lookup("bench", day, where)
+            return int(r.range.count)
+
+        def scanned(i: int) -> int:
+            for _ in range(lookups):
+                n = con.execute(scan).fetchone()
+            assert n is not None
+            return int(n[0])
+
+        samples = measure({"lookup": Side(looked_up), "duckdb_scan": Side(scanned)}, repeats, warmup,
+                          lambda what: report(f"lookup: {what}"))
+        found = {side: s.results[-1] for side, s in samples.items()}
+        if found["lookup"] != found["duckdb_scan"]:
+            raise RuntimeError(f"bench query: the lookup found {found['lookup']} rows, DuckDB {found['duckdb_scan']}")
+        per_call = {side: round(s.median / lookups, 6) for side, s in samples.items()}
+        out["lookup"] = {"day": day.isoformat(), "where": where, "rows_found": found["lookup"],
+                         "day_rows": int(con.execute(scan.split(" WHERE ")[0]).fetchone()[0]),  # type: ignore[index]
+                         "calls_per_run": lookups, "seconds_per_call": per_call,
+                         "sides": {side: s.as_dict() for side, s in samples.items()},
+                         "times_faster_than_duckdb_scan": round(per_call["duckdb_scan"] / per_call["lookup"], 1)}
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _rounded(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows as tuples, floats to 9 significant digits (a sum's last bits depend on its order)."""
+    return [tuple(float(f"{v:.9g}") if isinstance(v, float) else v for v in r.values()) for r in rows]
+
+
+def _prefixed(report: Progress, prefix: str) -> Progress:
+    return lambda what: report(f"{prefix}: {what}")

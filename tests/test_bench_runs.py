@@ -1,0 +1,74 @@
+"""The benchmarks of issue 20 run end to end at a tiny size on the suite's Spark (not timed: what
+is checked is that every side ran, that the sides agree on their answers, and the documents and
+plots they make). Each benchmark checks its own answers too: the split, the one table and DuckDB
+give the same rows, the lookup finds what a scan counts, every row ends in live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import MASTER
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _sides_ran(doc: dict[str, Any], names: set[str], repeats: int = 1) -> None:
+    assert set(doc["sides"]) == names
+    for side in doc["sides"].values():
+        assert side["runs"] == repeats and len(side["samples_s"]) == repeats and side["median_s"] > 0
+
+
+def test_bench_stream_measures_an_inserts_cost_and_producers(spark: Any, tmp_path: Path) -> None:
+    from lakehouse.bench import bench_stream
+    from lakehouse.bench.plot import plot_stream
+
+    doc = bench_stream(MASTER, batches=2, rows=400, repeats=1, inserts=2, warmup=False)
+    _sides_ran(doc, {"load", "producers_1", "producers_4", "insert", "cli_insert"})
+    assert doc["insert_fixed_cost_s"] > 0 and doc["cli_insert_s"] > 0
+    assert doc["sides"]["producers_4"]["rows_per_s"] > 0 and doc["ratio_producers_4_to_1"] > 0
+    assert plot_stream(doc, tmp_path / "stream.png").stat().st_size > 10_000
+
+
+def test_bench_incremental_archives_one_new_day_against_the_full_rebuild(spark: Any, tmp_path: Path) -> None:
+    from lakehouse.bench import bench_incremental
+    from lakehouse.bench.plot import plot_incremental
+
+    doc = bench_incremental(MASTER, rows=4_000, days=3, repeats=1, warmup=False)
+    _sides_ran(doc, {"new_day", "day_write", "full"})
+    assert 0 < doc["rows_new_day"] < 4_000 and doc["ratio_new_day_to_full"]["median"] > 0
+    assert "write" in doc["new_day_steps_seconds"] and "purge" in doc["full_steps_seconds"]
+    assert plot_incremental(doc, tmp_path / "incremental.png").stat().st_size > 10_000
+
+
+def test_bench_query_answers_alike_on_every_side(spark: Any, tmp_path: Path) -> None:
+    from lakehouse.bench import bench_query
+    from lakehouse.bench.plot import plot_query
+
+    doc = bench_query(MASTER, rows=6_000, days=3, repeats=1, lookups=2, warmup=False)
+    assert doc["rows_archived"] + doc["rows_live"] == 6_000 and doc["rows_archived"] and doc["rows_live"]
+    for q in doc["queries"].values():
+        _sides_ran(q, {"split_spark", "one_table_spark", "split_duckdb"})
+    assert doc["lookup"]["rows_found"] > 0 and doc["lookup"]["day_rows"] > doc["lookup"]["rows_found"]
+    assert doc["lookup"]["times_faster_than_duckdb_scan"] > 0
+    assert plot_query(doc, tmp_path / "query.png").stat().st_size > 10_000
+
+
+def test_bench_backfill_archives_years_and_late_rows_again(spark: Any) -> None:
+    from lakehouse.bench import bench_backfill
+
+    doc = bench_backfill(MASTER, rows=3_000, days=40, repeats=1, warmup=False)
+    _sides_ran(doc, {"archive", "baseline_sorted_delta_write", "late_rows"})
+    assert doc["ratio_archive_to_baseline"]["median"] > 0 and doc["vector_files"] > 0
+    assert "purge" in doc["second_run_steps_seconds"]
+
+
+def test_bench_ingest_runs_both_inputs_against_sparks_file_stream(spark: Any) -> None:
+    from lakehouse.bench import bench_ingest
+
+    doc = bench_ingest(MASTER, small_files=3, small_rows=50, big_mb=1, blocks_per_batch=4, repeats=1, warmup=False)
+    for case, rows in (("small_files", 150), ("big_file", 1_000_000 // 76)):
+        _sides_ran(doc[case], {"ingest", "spark_stream"})
+        assert doc[case]["rows"] == rows and doc[case]["ratio_ingest_to_spark_stream"]["median"] > 0
