@@ -199,8 +199,14 @@ def add_actions(path: str, version: int | None = None) -> pa.Table:
 
 
 def file_uri(table_path: str, file_path: str) -> str:
-    """A data file's path as an add action names it, made a full path or URI."""
-    if file_path.startswith("/") or "://" in file_path:
+    """A data file's path as an add action names it (a URI reference, URL-encoded: a partition
+    value's ``%`` is ``%25`` there), made the full path or URI of the file."""
+    from urllib.parse import unquote
+
+    if "://" in file_path:
+        return file_path
+    file_path = unquote(file_path)
+    if file_path.startswith("/"):
         return file_path
     return f"{table_path.rstrip('/')}/{file_path}"
 
@@ -366,7 +372,11 @@ def upsert(path: str, rows: pa.Table, keys: tuple[str, ...], column: str, values
         read = table.version()
         source = rows.select(list(_arrow_schema(table).names)).cast(_arrow_schema(table))
         try:
-            if not keys:
+            if not source.num_rows:  # nothing to write: the commit records the SetTransaction alone
+                table.create_write_transaction([], "append", table.schema(), table.metadata().partition_columns,
+                                               commit_properties=props, post_commithook_properties=hooks)
+                inserted, updated = 0, 0
+            elif not keys:
                 write_deltalake(table, source, mode="append", commit_properties=props,
                                 post_commithook_properties=hooks)
                 inserted, updated = source.num_rows, 0
@@ -432,7 +442,7 @@ def vacuum(path: str, retention_hours: int, dry_run: bool) -> list[str]:
     files = table.vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False,
                          full=True, post_commithook_properties=None if dry_run else PostCommitHookProperties(
                              create_checkpoint=False, cleanup_expired_logs=False))
-    return [file_uri(path, f) for f in files]
+    return [f if f.startswith("/") or "://" in f else f"{path.rstrip('/')}/{f}" for f in files]  # not URL-encoded
 
 
 def drop_columns(path: str, names: set[str], partition_column: str) -> bool:

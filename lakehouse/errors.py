@@ -79,10 +79,10 @@ def one_line(message: str) -> str:
 _CONFLICTS = frozenset({
     "ConcurrentAppendException", "ConcurrentDeleteDeleteException", "ConcurrentDeleteReadException",
     "ConcurrentTransactionException", "ConcurrentWriteException", "MetadataChangedException",
-    "ProtocolChangedException", "StaleVersion", "CommitFailedError",
+    "ProtocolChangedException", "StaleVersion",
 })
-"""Delta's optimistic-concurrency exceptions (delta.exceptions; deltalake's ``CommitFailedError``
-and ``delta_log.StaleVersion`` for delta-rs commits), by class name: a bottom module does not import Spark's packages to recognise
+"""Delta's optimistic-concurrency exceptions (delta.exceptions; ``delta_log.StaleVersion`` for
+delta-rs commits), by class name: a bottom module does not import Spark's packages to recognise
 them."""
 
 

@@ -69,9 +69,10 @@ def append(paths: TablePaths, tables: list[pa.Table], txn: tuple[str, int] | Non
 
 def record_json(rows_: pa.Table, columns: tuple[str, ...]) -> pa.Array:
     """Each row's ``columns`` as one line of compact JSON, the record of a rejected row that has
-    no raw text (rows inserted as data, Parquet): nulls left out, timestamps in ISO 8601 UTC with
-    at least milliseconds, dates ``YYYY-MM-DD``, decimals as plain numbers, NaN and infinities as
-    strings (as Spark's ``to_json`` writes them)."""
+    no raw text (rows inserted as data, Parquet). It parses to the values Spark's ``to_json``
+    gives: nulls left out, dates ``YYYY-MM-DD``, decimals as plain numbers, NaN and infinities as
+    strings; but doubles are written in Python's shortest form (``1e-05``, not ``1.0E-5``) and
+    timestamps (ISO 8601 UTC) keep their microseconds where Spark cuts them to milliseconds."""
     import json
 
     values = [rows_[c].to_pylist() for c in columns]

@@ -72,3 +72,14 @@ def test_bench_ingest_runs_both_inputs_against_sparks_file_stream(spark: Any) ->
     for case, rows in (("small_files", 150), ("big_file", 1_000_000 // 76)):
         _sides_ran(doc[case], {"ingest", "spark_stream"})
         assert doc[case]["rows"] == rows and doc[case]["ratio_ingest_to_spark_stream"]["median"] > 0
+
+
+def test_bench_memory_runs_each_side_in_a_small_jvm_of_its_own(spark: Any) -> None:
+    from lakehouse.bench import bench_memory
+
+    doc = bench_memory(MASTER, rows=20_000, driver_memory_mb=512, repeats=1)
+    assert doc["spark_memory_mb"] == round((512 - 300) * 0.6, 1) and doc["day_in_memory_mb"] > 0
+    for side in ("archive", "sorted_delta_write"):
+        s = doc["sides"][side]
+        assert s["seconds"] > 0 and s["jvm_peak_rss_mb"] > 100 and s["python_peak_rss_mb"] > 10
+        assert s["samples"][0]["driver_memory"] == "512m" and s["samples"][0]["rows"] == 20_000

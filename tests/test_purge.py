@@ -102,3 +102,33 @@ def test_a_commit_racing_the_purges_makes_it_read_live_again(trips: Project, spa
     assert raced and r.rows_purged == 1
     assert live_ids(trips) == {"z"}
     assert trips.lh.query("SELECT count(*) AS n FROM trips", "duckdb").to_pylist() == [{"n": 2}]
+
+
+def test_a_cutoff_inside_a_day_keeps_every_row_at_or_after_it(trips: Project, spark: Any) -> None:
+    """The cutoff 2026-11-19T12:00 falls inside a day, and Delta cuts a file's timestamp
+    statistics to milliseconds: a file whose last row is half a millisecond before the cutoff
+    cannot be told from one with a row at it, so its rows go by the MERGE; a file 1.5 ms before
+    goes whole; a row half a millisecond after the cutoff stays."""
+    cases = {"a.csv": [row("a", "2026-11-19T11:59:59.9995Z"), row("b", "2026-11-19T12:00:00.0005Z")],
+             "c.csv": [row("c", "2026-11-19T11:59:59.9985Z")],
+             "d.csv": [row("d", "2026-11-19T11:59:59.9995Z")]}
+    for name, rows in cases.items():  # a load (a file of one load in live) each
+        trips.lh.load("trips", [trips.csv(name, HEADER_SMALL, rows)])
+    r = trips.lh.archive("trips", now=ts("2026-11-20T12:00:00Z"))
+    assert r.rows_archived == 3 and r.rows_purged == 3
+    assert live_ids(trips) == {"b"}
+    # which files the purge vouches for, on the same layout before any run: c's alone
+    p2 = Project(trips.root.parent / "again").table(TRIPS_SMALL).create("trips")
+    for name, rows in cases.items():
+        p2.lh.load("trips", [p2.csv(name, HEADER_SMALL, rows)])
+    d2, paths2 = p2.lh.definition("trips"), p2.lh.paths("trips")
+    loads = {r["trip_id"]: (r["event_date"], r["_lh_load"]) for r in delta_log.scan(
+        paths2.live, "SELECT trip_id, event_date, _lh_load FROM t").to_pylist()}
+    cutoff = int(ts("2026-11-19T12:00:00Z").timestamp())
+    whole = purge_mod.whole_files(d2, paths2, sorted(set(loads.values())), cutoff)
+    assert whole.partial and whole.rows == 1 and len(whole.files) == 1
+    [(path, _, parts)] = whole.files
+    assert parts == {"event_date": "2026-11-19"}
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(delta_log.file_uri(paths2.live, path)).column("trip_id").to_pylist() == ["c"]

@@ -30,6 +30,7 @@ from lakehouse import delta_log, storage
 from lakehouse.archive.plan import cutoff_time, date_literal
 from lakehouse.archive.state import current_snapshot
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
+from lakehouse.errors import first_line
 from lakehouse.spark.commit import merge_into, with_retries
 from lakehouse.warehouse import TablePaths
 
@@ -81,7 +82,7 @@ def whole_files(definition: TableDefinition, paths: TablePaths, pairs: list[tupl
     held: dict[str, set[str]] = {}
     for on, load in pairs:
         held.setdefault(on.isoformat(), set()).add(load)
-    limit = dt.datetime.fromtimestamp(cutoff, dt.timezone.utc) - dt.timedelta(microseconds=STAT_SLACK_US)
+    limit = cutoff_time(cutoff) - dt.timedelta(microseconds=STAT_SLACK_US)
     candidates = []
     for f in files:
         day = f.get(f"partition.{PARTITION_COLUMN}")
@@ -110,12 +111,17 @@ def whole_files(definition: TableDefinition, paths: TablePaths, pairs: list[tupl
 
 def _loads_of(uri: str) -> set[str] | None:
     """The loads of a Parquet file, from its footer's statistics: one value per row group (None
-    when a row group has no statistic, or several loads)."""
+    when a row group has no statistic, or several loads, or the footer could not be read: the
+    file is then left to the MERGE)."""
     import pyarrow.parquet as pq
 
-    fs, where = storage.filesystem(uri)
-    with fs.open_input_file(where) as f:
-        meta = pq.ParquetFile(f).metadata
+    try:
+        fs, where = storage.filesystem(uri)
+        with fs.open_input_file(where) as f:
+            meta = pq.ParquetFile(f).metadata
+    except Exception as e:  # noqa: BLE001 - the MERGE deletes its rows instead
+        log.warning("purge: the footer of %s was not read (%s); its rows go by the MERGE", uri, first_line(e))
+        return None
     col = meta.schema.names.index(LOAD_COLUMN) if LOAD_COLUMN in meta.schema.names else None
     if col is None:
         return None

@@ -32,7 +32,8 @@ def discard_uncommitted(paths: TablePaths, cutoff: int, staging: str | None = No
     the marker by which the next run's recovery finds the data files, should this fail midway).
     When whether it committed cannot be told, nothing is removed: recovery and VACUUM do it."""
     try:
-        if current_snapshot(paths.archive).cutoff != cutoff:
+        committed = current_snapshot(paths.archive).cutoff
+        if committed is None or committed < cutoff:  # cutoffs only grow: this run's commit is not in
             if run_id is not None:
                 onepass.remove_written(paths, list(days), cutoff, run_id)
             files, _ = vectors.list_files(paths.vectors)

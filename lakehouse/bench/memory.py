@@ -80,7 +80,7 @@ def bench_memory(master: str, rows: int = 6_000_000, driver_memory_mb: int = 512
         generate_live(spark, lh.paths("bench").live, rows, START, 1)
         day = spark.read.format("delta").load(lh.paths("bench").live).cache()
         day.count()
-        in_memory = int(day._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().longValue())
+        in_memory = int(day._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
         day.unpersist()
         spark_memory = int((driver_memory_mb - RESERVED_MB) * FRACTION * 2**20)
         template = root / "template"
