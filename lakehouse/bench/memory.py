@@ -67,7 +67,7 @@ def _child(root: Path, side: str, out: str) -> dict[str, Any]:
             "driver_memory": sc.getConf().get("spark.driver.memory")}
 
 
-def bench_memory(master: str, rows: int = 6_000_000, driver_memory_mb: int = 512, repeats: int = 1,
+def bench_memory(master: str, rows: int = 7_500_000, driver_memory_mb: int = 512, repeats: int = 1,
                  report: Progress = quiet) -> dict[str, Any]:
     """Every side of the module's description on ``rows`` generated trips of one day."""
     from lakehouse.bench.workload import START, generate_live, make_project

@@ -223,7 +223,7 @@ def bench_query_cmd(obj: Ctx, rows: int, days: int, repeats: int, lookups: int, 
 
 
 @bench.command("memory")
-@click.option("--rows", type=int, default=6_000_000, show_default=True, help="Rows of the one day.")
+@click.option("--rows", type=int, default=7_500_000, show_default=True, help="Rows of the one day.")
 @click.option("--driver-memory-mb", type=int, default=512, show_default=True, help="The JVM of each side.")
 @click.option("--repeats", type=int, default=1, show_default=True, help="Runs of each side (interleaved).")
 @format_option()
