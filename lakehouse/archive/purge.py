@@ -95,6 +95,7 @@ def whole_files(definition: TableDefinition, paths: TablePaths, pairs: list[tupl
         candidates.append(f)
 
     def loads(f: dict[str, Any]) -> set[str] | None:
+        """The loads of one candidate file (its footer)."""
         return _loads_of(delta_log.file_uri(paths.live, f["path"]))
 
     with ThreadPoolExecutor(8) as pool:
@@ -178,6 +179,7 @@ def _merge_delete(spark: SparkSession, d: TableDefinition, paths: TablePaths, pa
     )
 
     def delete() -> int:
+        """The MERGE; the rows it deleted."""
         return merge_into(spark, paths.live, F.broadcast(source), cond, "WHEN MATCHED THEN DELETE").get(
             "num_deleted_rows", 0)
 

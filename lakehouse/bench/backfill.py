@@ -54,6 +54,7 @@ def bench_backfill(master: str, rows: int, days: int, repeats: int = 3, warmup: 
         projects: dict[str, Any] = {}
 
         def fresh(side: str, template: Any, i: int) -> None:
+            """A fresh copy of ``template``'s table for run ``i`` of ``side`` (the previous one goes)."""
             old = projects.pop(side, None)
             if old is not None:
                 shutil.rmtree(old.settings.project, ignore_errors=True)
@@ -63,18 +64,21 @@ def bench_backfill(master: str, rows: int, days: int, repeats: int = 3, warmup: 
             projects[side] = lh
 
         def backfill(i: int) -> Any:
+            """The timed backfill: one archive run of every day."""
             r = archive_run(projects["archive"], today, ledger=True)
             if r.rows_archived != rows or delta_log.row_count(projects["archive"].paths("bench").live) != 0:
                 raise RuntimeError(f"bench backfill: {r.rows_archived} rows archived of {rows}")
             return r
 
         def late(i: int) -> Any:
+            """The timed second run: the late rows into three archived days."""
             r = archive_run(projects["late_rows"], today + dt.timedelta(minutes=1), ledger=True)
             if r.rows_archived != LATE or delta_log.row_count(projects["late_rows"].paths("bench").archive) != rows + LATE:
                 raise RuntimeError(f"bench backfill: the second run archived {r.rows_archived} rows of {LATE}")
             return r
 
         def dest(i: int) -> str:
+            """Where run ``i`` of the baseline writes."""
             return str(root / f"baseline-{i + 2}")
 
         sides = {

@@ -65,6 +65,7 @@ def bench_incremental(master: str, rows: int = 3_100_000, days: int = 30, repeat
         projects: dict[str, Any] = {}
 
         def fresh(side: str, template: Any, i: int) -> None:
+            """A fresh copy of ``template``'s table for run ``i`` of ``side`` (the previous one goes)."""
             old = projects.pop(side, None)
             if old is not None:
                 shutil.rmtree(old.settings.project, ignore_errors=True)
@@ -74,7 +75,9 @@ def bench_incremental(master: str, rows: int = 3_100_000, days: int = 30, repeat
             projects[side] = lh
 
         def archive(side: str, want: int) -> Side:
+            """The side of an archive run that must archive ``want`` rows."""
             def run(i: int) -> Any:
+                """One timed archive run, its rows checked."""
                 r = archive_run(projects[side], now, ledger=True)
                 if r.rows_archived != want:
                     raise RuntimeError(f"bench incremental: {side}: {r.rows_archived} rows archived of {want}")
@@ -83,6 +86,7 @@ def bench_incremental(master: str, rows: int = 3_100_000, days: int = 30, repeat
             return Side(run, lambda i: fresh(side, everything if side == "full" else archived, i))
 
         def day_dest(i: int) -> str:
+            """Where run ``i`` of the day's sorted write goes."""
             return str(root / f"day-write-{i + 2}")
 
         sides = {

@@ -43,16 +43,20 @@ def bench_ingest(master: str, small_files: int = 1000, small_rows: int = 1000, b
         spark = make_project(root / "spark", master, table).spark()
 
         def case(name: str, folder: Path, files: int, rows: int) -> dict[str, Any]:
+            """Both sides on one input: their samples and figures."""
             def source(i: int) -> tuple[Path, int]:
+                """The folder and rows of run ``i`` (the warm-up's small files for -1)."""
                 return (warm, 6000) if i < 0 else (folder, rows)
 
             def fresh(i: int) -> None:
+                """A fresh project for run ``i`` of ingest (the previous one goes)."""
                 old = projects.pop(name, None)
                 if old is not None:
                     shutil.rmtree(old.settings.project, ignore_errors=True)
                 projects[name] = make_project(root / f"{name}-{i + 2}", master, table)
 
             def ingest(i: int) -> Any:
+                """One timed ``ingest --drain``, its rows checked."""
                 where, want = source(i)
                 lh = projects[name]
                 r = lh.ingest("bench", str(where), drain=True)
@@ -62,9 +66,11 @@ def bench_ingest(master: str, small_files: int = 1000, small_rows: int = 1000, b
                 return r
 
             def out(i: int) -> Path:
+                """Where run ``i`` of Spark's stream writes."""
                 return root / f"stream-{name}-{i + 2}"
 
             def stream(i: int) -> int:
+                """One timed run of Spark's file stream, its rows checked."""
                 where, want = source(i)
                 got = _spark_stream(spark, projects[name].definition("bench"), where, out(i))
                 if got != want:

@@ -69,10 +69,13 @@ def bench_query(master: str, rows: int = 3_000_000, days: int = 10, repeats: int
                       "live": delta_log.row_count(lh.paths("bench").live)}
 
         def on(engine: str, sql: str) -> Side:
+            """The side of ``sql`` run as ``query`` runs it on ``engine``."""
             return Side(lambda i: lh.query(sql, engine))  # type: ignore[arg-type]
 
         def one_table(sql: str) -> Side:
+            """The side of ``sql`` on the one Delta table."""
             def run(i: int) -> Any:
+                """The one table read anew, ``sql`` run on it, collected as Arrow."""
                 spark.read.format("delta").load(one).createOrReplaceTempView("bench")
                 return spark.sql(sql).toArrow()
 
@@ -106,11 +109,13 @@ def bench_query(master: str, rows: int = 3_000_000, days: int = 10, repeats: int
         where = [f"{c}={v}" for c, v in LOOKUP.items()]
 
         def looked_up(i: int) -> int:
+            """``lookups`` lookups; the rows the last one found."""
             for _ in range(lookups):
                 r = lh.lookup("bench", day, where)
             return int(r.range.count)
 
         def scanned(i: int) -> int:
+            """``lookups`` DuckDB counts; the last count."""
             for _ in range(lookups):
                 n = con.execute(scan).fetchone()
             assert n is not None

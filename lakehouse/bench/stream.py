@@ -62,6 +62,7 @@ def _through(lh: Lakehouse, files: list[list[Path]], producers: int | None) -> i
         ps = [lh.table("bench").producer(f"p{i}") for i in range(producers)]
 
         def produce(i: int) -> None:
+            """Producer ``i``'s share of every batch, in its own thread."""
             ps[i].attach()
             for batch in files:
                 ps[i].insert_files([str(batch[i])])
@@ -89,31 +90,38 @@ def bench_stream(master: str, batches: int = 16, rows: int = 50_000, repeats: in
         folders: dict[str, Path] = {}
 
         def fresh(name: str, i: int) -> Lakehouse:
+            """A fresh project for run ``i`` of side ``name``."""
             folders[name] = root / f"{name}-{i + 2}"
             shutil.rmtree(folders[name], ignore_errors=True)
             projects[name] = make_project(folders[name], master, table)
             return projects[name]
 
         def flow(name: str, producers: int | None) -> Side:
+            """The side of the batches through ``producers`` producers (None: loads)."""
             def prepare(i: int) -> None:
+                """A fresh project for run ``i``."""
                 fresh(name, i)
 
             return Side(run=lambda i: _through(projects[name], inputs[name], producers), prepare=prepare)
 
         def prepare_inserts(i: int) -> None:
+            """A fresh project with producer ``p`` attached."""
             fresh("insert", i).table("bench").producer("p").attach()
 
         def run_inserts(i: int) -> int:
+            """``inserts`` one-row inserts in this process."""
             p = projects["insert"].table("bench").producer("p")
             for _ in range(inserts):
                 p.insert_files([str(one_row)], force=True)
             return inserts
 
         def prepare_cli(i: int) -> None:
+            """A fresh project with producer ``p`` attached."""
             lh = fresh("cli_insert", i)
             lh.table("bench").producer("p").attach()
 
         def run_cli(i: int) -> int:
+            """One ``lakehouse producer ... insert`` of a one-row file, as a process."""
             lh = projects["cli_insert"]
             env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
             env["LAKEHOUSE_MASTER"] = master

@@ -328,6 +328,7 @@ class Stream:
             rows = pa_concat([self._rows(segments[sid], lo, hi, rel.seq) for sid, (lo, hi) in ranges])
 
             def commit() -> tuple[int, int]:
+                """The release's one commit into live; (inserted, updated)."""
                 return commit_live_rows(self.definition, self.paths, rows, "", days, txn=(APP_ID, rel.seq),
                                         user_metadata=meta)
         else:
@@ -336,6 +337,7 @@ class Stream:
             good = functools.reduce(lambda a, b: a.unionByName(b), frames)
 
             def commit() -> tuple[int, int]:
+                """The release's one commit into live; (inserted, updated)."""
                 with SESSION_CONF:
                     spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", meta)
                     try:

@@ -78,6 +78,7 @@ def read_rows(definition: TableDefinition, staging: str, failed: list[int], late
     us = data.schema.field(et).type
 
     def at(micros_: int) -> pa.Scalar:
+        """An instant in micros as a scalar of the event-time column's type."""
         return pa.scalar(micros_, pa.int64()).cast(pa.timestamp("us", tz=getattr(us, "tz", None))).cast(us)
 
     cond = (ds.field(KIND_COLUMN) == GOOD) & (ds.field(et) <= at(upto))
