@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -418,6 +419,58 @@ def test_sparks_own_parse_is_checked_too(spark, sql, kind):
     tree = parsed_plan(spark, sql)
     with pytest.raises(QueryError, match=r"^query: .* \(as Spark parses it\)"):
         confirm(tree, Checked(kind, None))  # type: ignore[arg-type]
+
+
+PARSES = [
+    "SELECT 1", "SELECT * FROM trips WHERE a = 'x''y' AND b IN (1, 2)",
+    "WITH a AS (SELECT * FROM json.`/x`) SELECT * FROM a", "SELECT * FROM trips t JOIN trips u USING (id)",
+    "SELECT * FROM trips WHERE EXISTS (SELECT 1 FROM text.`/etc/passwd`)", "SELECT * FROM read_files('/x')",
+    "SELECT TRANSFORM(id) USING 'cat' AS (x) FROM trips", "INSERT INTO trips SELECT * FROM trips",
+    "CACHE TABLE trips", "SHOW TABLES", "DESCRIBE EXTENDED trips", "EXPLAIN SELECT count(*) FROM trips",
+    "SET spark.sql.ansi.enabled = false", "SELECT count(*) OVER (PARTITION BY id ORDER BY id) FROM trips",
+    "SELECT * FROM trips LATERAL VIEW explode(array(1, 2)) AS x", "SELECT `a``b` FROM `c``d`",
+    "SELECT " + ", ".join(f"c{i}" for i in range(40)) + " FROM trips",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sql", PARSES)
+def test_sparks_parser_and_explain_print_the_same_parse(spark, sql):
+    """A classic session reads Spark's parse from its parser, a Connect session from EXPLAIN
+    EXTENDED: the guard must see the same tree either way (and the same error)."""
+    import re
+
+    from lakehouse.query.spark import explained_plan, parsed_plan
+
+    spark.range(1).createOrReplaceTempView("trips")
+
+    def ids_out(tree: str) -> str:  # expression ids are numbered anew at each parse
+        return re.sub(r"#\d+", "#", tree)
+
+    assert ids_out(parsed_plan(spark, sql)) == ids_out(explained_plan(spark, sql))
+
+
+@pytest.mark.spark
+def test_a_statement_spark_cannot_parse_is_the_same_error_either_way(spark):
+    from lakehouse.errors import first_line
+    from lakehouse.query.spark import explained_plan, parsed_plan
+
+    for sql in ("SELEC 1", "SELECT (1", "SELECT 'unclosed"):
+        with pytest.raises(QueryError) as a:
+            parsed_plan(spark, sql)
+        try:  # as run_on_views reports a failure of the EXPLAIN path
+            explained_plan(spark, sql)
+            raise AssertionError(f"{sql!r} parsed")
+        except QueryError as e:
+            b = str(e)
+        except Exception as e:  # noqa: BLE001 - Spark's own exception
+            b = f"spark: {first_line(e)}"
+        # the same error; the position is the one in the statement as given (EXPLAIN's counts its prefix)
+        at = r" \(line \d+, pos \d+\)"
+        assert re.sub(at, "", str(a.value)) == re.sub(at, "", b) and b.startswith("spark: [PARSE_SYNTAX_ERROR]"), \
+            (str(a.value), b)
+    with pytest.raises(QueryError, match=r"\(line 1, pos 0\)"):
+        parsed_plan(spark, "SELEC 1")
 
 
 @pytest.mark.spark

@@ -137,14 +137,32 @@ def run_on_views(spark: SparkSession, sql: str, checked: guard.Checked | None = 
 
 
 def parsed_plan(spark: SparkSession, sql: str) -> str:
-    """The tree of the plan Spark's parser makes of ``sql``, as text, read without running it
-    (``EXPLAIN EXTENDED``: a Spark Connect session runs a command at once, so the check must
-    come before)."""
+    """The tree of the plan Spark's parser makes of ``sql``, as text, read without running it.
+    A classic session asks Spark's own parser (no planning: milliseconds); a Spark Connect
+    session, which runs a command at once and has no parse-only request, reads the parsed plan
+    out of ``EXPLAIN EXTENDED`` (the same tree: Spark prints it with the same ``treeString``)."""
+    parser = _parser(spark)
+    if parser is not None:
+        try:
+            return str(parser.parsePlan(sql).treeString()).strip("\n")
+        except Exception as e:  # noqa: BLE001 - Spark could not parse it: its message's first line
+            raise QueryError(f"spark: {first_line(e)}") from None
+    return explained_plan(spark, sql)
+
+
+def explained_plan(spark: SparkSession, sql: str) -> str:
+    """The parsed plan of ``sql`` as ``EXPLAIN EXTENDED`` prints it (any kind of session)."""
     text = str(spark.sql(f"EXPLAIN EXTENDED {sql}").collect()[0][0])
     head, sep, rest = text.partition(_PARSED)
     if not sep:  # Spark could not parse it: its message stands in the output
         raise QueryError(f"spark: {first_line(text)}")
     return rest.split(_ANALYZED, 1)[0].strip("\n")
+
+
+def _parser(spark: SparkSession) -> Any:
+    """Spark's SQL parser of a classic session (None on Spark Connect)."""
+    jss = getattr(spark, "_jsparkSession", None)
+    return None if jss is None else jss.sessionState().sqlParser()
 
 
 _PARSED = "== Parsed Logical Plan ==\n"
