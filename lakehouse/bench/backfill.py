@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from lakehouse.bench.sampling import Side, measure, median_of, ratio
-from lakehouse.bench.workload import archive_run, generate_live, make_project, sorted_delta_write
+from lakehouse.bench.workload import (
+    archive_run,
+    copy_of,
+    generate_live,
+    make_project,
+    sorted_delta_write,
+)
 from lakehouse.output import Progress, quiet
 
 LATE = 30
@@ -43,9 +49,7 @@ def bench_backfill(master: str, rows: int, days: int, repeats: int = 3, warmup: 
         report(f"{rows:,} rows over {days} days: generating")
         generate_live(spark, source.paths("bench").live, rows, start, days)
         # the backfilled table with late rows waiting in three old days: the second run's input
-        backfilled = make_project(root / "backfilled", master)
-        shutil.rmtree(backfilled.paths("bench").root)
-        shutil.copytree(source.paths("bench").root, backfilled.paths("bench").root)
+        backfilled = copy_of(source, root / "backfilled", master)
         report("the backfill the late rows go into")
         first = archive_run(backfilled, today, ledger=True)
         if first.rows_archived != rows or len(first.plan.days) != days:
@@ -58,10 +62,7 @@ def bench_backfill(master: str, rows: int, days: int, repeats: int = 3, warmup: 
             old = projects.pop(side, None)
             if old is not None:
                 shutil.rmtree(old.settings.project, ignore_errors=True)
-            lh = make_project(root / f"{side}-{i + 2}", master)
-            shutil.rmtree(lh.paths("bench").root)
-            shutil.copytree(template.paths("bench").root, lh.paths("bench").root)
-            projects[side] = lh
+            projects[side] = copy_of(template, root / f"{side}-{i + 2}", master)
 
         def backfill(i: int) -> Any:
             """The timed backfill: one archive run of every day."""

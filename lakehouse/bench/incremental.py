@@ -25,6 +25,7 @@ from lakehouse.bench.sampling import Side, measure, median_of, ratio
 from lakehouse.bench.workload import (
     START,
     archive_run,
+    copy_of,
     generate_live,
     make_project,
     sorted_delta_write,
@@ -51,9 +52,7 @@ def bench_incremental(master: str, rows: int = 3_100_000, days: int = 30, repeat
         last = (begin + dt.timedelta(days=days)).date()
         delay = dt.timedelta(days=1)  # the bench table's archive delay
         # the archive of the first `days` days, with only the new day left in live
-        archived = make_project(root / "archived", master)
-        shutil.rmtree(archived.paths("bench").root)
-        shutil.copytree(everything.paths("bench").root, archived.paths("bench").root)
+        archived = copy_of(everything, root / "archived", master)
         report(f"archiving the first {days} days")
         archive_run(archived, begin + dt.timedelta(days=days) + delay, ledger=True)
         day_rows = spark.read.format("delta").load(everything.paths("bench").live) \
@@ -69,10 +68,7 @@ def bench_incremental(master: str, rows: int = 3_100_000, days: int = 30, repeat
             old = projects.pop(side, None)
             if old is not None:
                 shutil.rmtree(old.settings.project, ignore_errors=True)
-            lh = make_project(root / f"{side}-{i + 2}", master)
-            shutil.rmtree(lh.paths("bench").root)
-            shutil.copytree(template.paths("bench").root, lh.paths("bench").root)
-            projects[side] = lh
+            projects[side] = copy_of(template, root / f"{side}-{i + 2}", master)
 
         def archive(side: str, want: int) -> Side:
             """The side of an archive run that must archive ``want`` rows."""

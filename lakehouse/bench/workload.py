@@ -153,3 +153,14 @@ def archive_run(lh: Any, now: dt.datetime, ledger: bool, one_pass: bool = True) 
 
     return run_archive(lh.spark, lh.settings.warehouse, lh.definition("bench"), now=now, ledger=ledger,
                        one_pass=one_pass)
+
+
+def copy_of(template: Lakehouse, folder: Path, master: str) -> Lakehouse:
+    """A new project in ``folder`` whose bench table is a copy of ``template``'s (its live,
+    archive and bookkeeping), for a run that must start from the same table every time."""
+    import shutil
+
+    lh = make_project(folder, master)
+    shutil.rmtree(lh.paths("bench").root)
+    shutil.copytree(template.paths("bench").root, lh.paths("bench").root)
+    return lh

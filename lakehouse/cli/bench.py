@@ -4,6 +4,7 @@ never the project's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -15,6 +16,17 @@ from lakehouse.cli.output import emit, emit_fields, format_option, handle_errors
 @click.group()
 def bench() -> None:
     """Benchmarks that compare against a baseline in the same run."""
+
+
+def sampling_options(repeats: int) -> Callable[[Any], Any]:
+    """``--repeats`` (default ``repeats``) and ``--warmup/--no-warmup``, as every benchmark
+    measured by ``bench.sampling`` takes them."""
+    def wrap(f: Any) -> Any:
+        f = click.option("--warmup/--no-warmup", default=True, show_default=True,
+                         help="One untimed run of each side first.")(f)
+        return click.option("--repeats", type=int, default=repeats, show_default=True,
+                            help="Timed runs of each side (interleaved).")(f)
+    return wrap
 
 
 @bench.command("archive")
@@ -103,8 +115,7 @@ def render_archive(fmt: str, doc: dict[str, Any]) -> None:
 @bench.command("backfill")
 @click.option("--rows", type=int, default=200_000, show_default=True)
 @click.option("--days", type=int, default=2500, show_default=True)
-@click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs of each side (interleaved).")
-@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
+@sampling_options(repeats=3)
 @format_option()
 @click.pass_obj
 @handle_errors
@@ -123,8 +134,7 @@ def bench_backfill_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: boo
 @click.option("--small-rows", type=int, default=1000, show_default=True, help="Rows per small file.")
 @click.option("--big-mb", type=int, default=1024, show_default=True, help="Size of the big file (MB).")
 @click.option("--blocks-per-batch", type=int, default=256, show_default=True)
-@click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs of each side (interleaved).")
-@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
+@sampling_options(repeats=3)
 @format_option()
 @click.pass_obj
 @handle_errors
@@ -144,8 +154,7 @@ def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, b
 @click.option("--batches", type=int, default=16, show_default=True, help="Batches (hours of event time).")
 @click.option("--rows", type=int, default=50_000, show_default=True, help="Rows per batch (split among producers).")
 @click.option("--inserts", type=int, default=20, show_default=True, help="One-row inserts timed for the fixed cost.")
-@click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs of each side (interleaved).")
-@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
+@sampling_options(repeats=3)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also draw rows per second and the insert's cost as a PNG file.")
 @format_option()
@@ -171,8 +180,7 @@ def bench_stream_cmd(obj: Ctx, batches: int, rows: int, inserts: int, repeats: i
 @bench.command("incremental")
 @click.option("--rows", type=int, default=3_100_000, show_default=True, help="Rows over DAYS + 1 days.")
 @click.option("--days", type=int, default=30, show_default=True, help="Days archived before the new one.")
-@click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs of each side (interleaved).")
-@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
+@sampling_options(repeats=3)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also draw the sides and the new day's archive steps as a PNG file.")
 @format_option()
@@ -197,9 +205,8 @@ def bench_incremental_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: 
 @bench.command("query")
 @click.option("--rows", type=int, default=3_000_000, show_default=True)
 @click.option("--days", type=int, default=10, show_default=True, help="Days of rows; all but the last archived.")
-@click.option("--repeats", type=int, default=5, show_default=True, help="Timed runs of each side (interleaved).")
 @click.option("--lookups", type=int, default=20, show_default=True, help="Calls per timed lookup run.")
-@click.option("--warmup/--no-warmup", default=True, show_default=True, help="One untimed run of each side first.")
+@sampling_options(repeats=5)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also draw each query's sides and the lookup against the DuckDB scan as a PNG file.")
 @format_option()
