@@ -234,3 +234,30 @@ def test_both_paths_release_the_same_rows(spark: Any, project: Project, monkeypa
     history = delta_log.history(p.lh.paths("trips").live)
     engines = {h.get("engineInfo", "").split(":")[0].split("/")[0] for h in history if h.get("operation") != "CREATE TABLE"}
     assert engines == ({"Apache-Spark"} if spark_path else {"delta-rs"}), engines
+
+
+def test_an_empty_upsert_still_records_its_set_transaction(tmp_path: Any) -> None:
+    """A commit with no row is still the commit of its SetTransaction: a replay of it is
+    recognised, and nothing else changes."""
+    path = str(tmp_path / "t")
+    t = pa.table({"k": ["a"], "day": ["2026-11-20"]})
+    from deltalake import write_deltalake  # the table only; lakehouse writes through delta_log
+
+    write_deltalake(path, t, partition_by=["day"])
+    assert delta_log.upsert(path, t.slice(0, 0), ("k",), "day", ["2026-11-20"], txn=("app", 3)) == (0, 0)
+    assert delta_log.txn_version(path, "app") == 3 and delta_log.version(path) == 1
+    assert delta_log.upsert(path, t.slice(0, 0), ("k",), "day", ["2026-11-20"], txn=("app", 3)) is None
+    assert delta_log.version(path) == 1 and delta_log.row_count(path) == 1
+
+
+def test_an_add_actions_path_is_url_decoded_to_the_file_it_names(tmp_path: Any) -> None:
+    """The log names a file by a URL-encoded path: a partition value with ``%``, a space or a
+    colon is found on disk (the purge reads such files' footers)."""
+    import os
+
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"x": [1], "p": ["a b:c%"]}), partition_by=["p"])
+    [logged] = delta_log.add_actions(path)["path"].to_pylist()
+    assert "%" in logged and os.path.isfile(delta_log.file_uri(path, logged))
