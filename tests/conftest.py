@@ -35,6 +35,10 @@ rows) and plans once, without adaptive re-planning. Spark answers the same eithe
 suite runs both modes); lakehouse's defaults stay Spark's. Measured on tests/test_archive.py, one
 worker: busy CPU 145 -> 111 s."""
 os.environ.setdefault("LAKEHOUSE_SPARK_CONF", SMALL_JOBS)
+SMALL_CLUSTER = "spark.sql.shuffle.partitions=2 spark.databricks.delta.snapshotPartitions=2"
+"""The same for a Spark of the suite on a standalone cluster: lakehouse keeps Spark's 200 shuffle
+partitions and Delta's 50 snapshot partitions there (adaptive execution merges them by size), but
+SMALL_JOBS turns adaptive execution off, so each shuffle of a few rows would run 200 tasks."""
 
 TRIPS_SMALL = """
 name: trips

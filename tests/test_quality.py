@@ -78,6 +78,36 @@ def test_a_suite_with_passing_and_failing_expectations_on_each_scope(trips, spar
     assert [(h["scope"], h["unexpected_count"]) for h in hist] == [("all", 2), ("archive", 1), ("live", 1)]
 
 
+def test_the_rows_in_scope_are_cached_for_the_suite_and_released_and_answer_as_uncached(trips, spark, monkeypatch):
+    """GE's metrics read a cached scope (up to CACHE_BYTES) or the tables themselves: the same
+    results either way, and the run leaves nothing in Spark's cache."""
+    from lakehouse.audit import check
+
+    def results(rep) -> list[tuple]:
+        return [(c.name, c.ok, c.observed, c.unexpected_count, sorted(map(str, c.sample))) for c in rep.checks]
+
+    from lakehouse.query import TableSource
+    from lakehouse.query.split import current
+
+    cache = spark._jsparkSession.sharedState().cacheManager()
+    validate, during = check.gx.validate, []
+
+    def watched(*args, **kwargs):
+        during.append(cache.isEmpty())
+        return validate(*args, **kwargs)
+
+    monkeypatch.setattr(check.gx, "validate", watched)
+    split = current(TableSource(trips.lh.definition("trips"), trips.lh.paths("trips")))
+    assert 0 < check._scope_bytes(split, "all", None) <= check.CACHE_BYTES
+    assert check._scope_bytes(split, "live", None) + check._scope_bytes(split, "archive", None) == \
+        check._scope_bytes(split, "all", None)
+    cached = results(trips.lh.check("trips", docs=False))
+    assert cache.isEmpty()
+    monkeypatch.setattr(check, "CACHE_BYTES", 0)
+    assert results(trips.lh.check("trips", docs=False)) == cached
+    assert cache.isEmpty() and during == [False, True]
+
+
 def _append(path: str, rows: list[dict]) -> None:
     """A raw Delta append (no lakehouse code): the way a broken writer would break the table."""
     import pyarrow as pa

@@ -5,6 +5,8 @@ catalog), each problem one line naming the file and the field."""
 from __future__ import annotations
 
 import string
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 from lakehouse.definitions import expectations, parse_definition
 from lakehouse.errors import DefinitionError
+from tests.conftest import REPO
 
 BASE = {"name": "t", "columns": [{"name": "fare", "type": "double"}, {"name": "city", "type": "int"},
                                  {"name": "ts", "type": "timestamp"}], "event_time": "ts"}
@@ -112,3 +115,22 @@ def test_ge_project_is_in_a_local_warehouse_or_a_local_folder_per_object_store(t
     assert docs_index(str(tmp_path)) == str(tmp_path / "_quality" / "docs" / "index.html")
     a, b = quality_root("s3a://bucket/wh"), quality_root("s3a://bucket/other")
     assert a.startswith(tempfile.gettempdir()) and a != b and "://" not in a
+
+
+def test_great_expectations_imports_with_stand_ins_that_load_their_module_on_first_use():
+    """scipy.stats and altair (GE's KL-divergence and KS-test expectations) are not imported with
+    GE; their first use imports them, and every later name is the module's own."""
+    code = """
+import sys
+from lakehouse.definitions.expectations import LAZY_MODULES, import_ge
+import_ge()
+import great_expectations.expectations.core.expect_column_kl_divergence_to_be_less_than as kl
+from great_expectations.expectations.metrics.column_aggregate_metrics import column_bootstrapped_ks_test_p_value as ks
+assert [type(sys.modules[m]).__name__ for m in LAZY_MODULES] == ["_Deferred", "_Deferred"], sys.modules["altair"]
+assert round(float(kl.stats.entropy([0.5, 0.5], [0.25, 0.75])), 6) == 0.143841
+assert ks.stats.kstest is sys.modules["scipy.stats"].kstest and type(sys.modules["scipy.stats"]).__name__ == "module"
+assert kl.alt.Chart.__module__.startswith("altair.") and type(sys.modules["altair"]).__name__ == "module"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

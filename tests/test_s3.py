@@ -21,7 +21,15 @@ from lakehouse import delta_log, objectstore, storage
 from lakehouse.errors import ConfigError, InputError
 from lakehouse.objectstore import S3
 from lakehouse.storage import lines
-from tests.conftest import AWS_TEST_ENV, FAST_JVM, REPO, SMALL_JOBS, S3Server, cli_in_process
+from tests.conftest import (
+    AWS_TEST_ENV,
+    FAST_JVM,
+    REPO,
+    SMALL_CLUSTER,
+    SMALL_JOBS,
+    S3Server,
+    cli_in_process,
+)
 
 pytestmark = pytest.mark.s3
 
@@ -245,7 +253,8 @@ def test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse(s3_s
         shutil.copytree(repo_copy.root / d, other / d)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     env.update(LAKEHOUSE_MASTER=spark_cluster, LAKEHOUSE_JAVA_OPTS=FAST_JVM,
-               LAKEHOUSE_SPARK_CONF=f"{SMALL_JOBS} spark.executor.memory=1g spark.executor.extraJavaOptions='{FAST_JVM}'")
+               LAKEHOUSE_SPARK_CONF=f"{SMALL_JOBS} {SMALL_CLUSTER} spark.executor.memory=1g "
+                                    f"spark.executor.extraJavaOptions='{FAST_JVM}'")
     # the cluster's telling runs in a process of its own while this one tells the story locally
     remote = subprocess.Popen([sys.executable, "-m", "tests.scale_story", "--project", str(other), "--warehouse",
                                f"{bucket}/wh", "--data", str(data), "--inputs", f"{bucket}/inputs", "--landing",

@@ -131,7 +131,7 @@ def bench_query(master: str, rows: int = 3_000_000, days: int = 10, repeats: int
                          "day_rows": int(con.execute(scan.split(" WHERE ")[0]).fetchone()[0]),  # type: ignore[index]
                          "calls_per_run": lookups, "seconds_per_call": per_call,
                          "sides": {side: s.as_dict() for side, s in samples.items()},
-                         "times_faster_than_duckdb_scan": round(per_call["duckdb_scan"] / per_call["lookup"], 1)}
+                         "times_faster_than_duckdb_scan": round(per_call["duckdb_scan"] / per_call["lookup"], 3)}
         return out
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -32,9 +32,17 @@ def run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archive
     from lakehouse.output import json_value
     from lakehouse.spark.session import QUERIES_AT_ONCE
 
-    def one(inv: Invariant) -> CheckResult:
+    invariants = row_invariants(d, view, archive, stored)
+    try:  # every count in one query (its scalar subqueries run at once); rows only of those that fail
+        first = spark.sql("SELECT " + ", ".join(f"({count_sql(inv)}) AS c{i}" for i, inv in enumerate(invariants))).first()
+        counts: list[int | None] = [int(n) for n in first] if first is not None else [None] * len(invariants)
+    except Exception:  # noqa: BLE001 - asked one by one below, so each that cannot run says why
+        counts = [None] * len(invariants)
+
+    def one(inv: Invariant, n: int | None) -> CheckResult:
         try:
-            n = int(spark.sql(count_sql(inv)).first()[0])  # type: ignore[index]
+            if n is None:
+                n = int(spark.sql(count_sql(inv)).first()[0])  # type: ignore[index]
             sample = json_value(spark.sql(f"{inv.rows_sql} LIMIT {SAMPLE}").toArrow().to_pylist()) if n else []
         except Exception as e:  # noqa: BLE001 - a check that cannot run is a failed result
             return CheckResult(inv.name, "invariant", False, detail=f"could not run: {first_line(e)}")
@@ -42,7 +50,7 @@ def run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archive
 
     # asked of Spark all at once: each is a small query, mostly fixed latency
     with ThreadPoolExecutor(max_workers=QUERIES_AT_ONCE) as pool:
-        return list(pool.map(one, row_invariants(d, view, archive, stored)))
+        return list(pool.map(one, invariants, counts))
 
 
 def gate(spark: "SparkSession", d: TableDefinition, staged: "DataFrame", cutoff_at: dt.datetime, warehouse: str,
