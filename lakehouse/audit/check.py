@@ -3,7 +3,8 @@
 A run pins the table's snapshots (live first, as queries do), builds the rows of its scope
 (``all``: the split view, each row once; ``live`` or ``archive``: that table), runs the row
 invariants (quality.invariants) and the archive's file checks (sorted days, vector files; from
-lakehouse.audit.files), then the ``quality:`` expectations through Great Expectations, and appends
+lakehouse.audit.files), then the ``quality:`` expectations through Great Expectations (on the
+rows in scope read once into Spark's cache, up to ``CACHE_BYTES``), and appends
 every result to ``<warehouse>/_quality/results`` (``check --history``).
 
 ``quality.gate`` runs the same on the staged day batches of an archive run, before its commit
