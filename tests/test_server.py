@@ -223,6 +223,32 @@ def _killed_mid_job(url: str, out: Path, registered: bool) -> None:
     proc.wait()
 
 
+CACHED_THEN_KILLED = """
+import os, signal, sys
+from lakehouse.spark.session import connect
+spark = connect(sys.argv[1], ship_package=False)
+df = spark.range(int(sys.argv[2])).persist()
+assert df.count() == int(sys.argv[2]) and df.storageLevel.useMemory
+os.kill(os.getpid(), signal.SIGKILL)   # as a `check` killed while GE reads its cached rows
+"""
+STORAGE = """
+import sys
+from lakehouse.spark.session import connect
+spark = connect(sys.argv[1], ship_package=False)   # connecting fences the dead clients first
+print(spark.range(int(sys.argv[2])).storageLevel.useMemory, flush=True)
+"""
+
+
+def test_what_a_killed_client_cached_is_released_by_the_next_client():
+    """Spark's cache belongs to the server: the fence clears it when it finds a dead client."""
+    url, n = suite_server(), 7_654_321
+    p = subprocess.run([sys.executable, "-c", CACHED_THEN_KILLED, url, str(n)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
+    p = subprocess.run([sys.executable, "-c", STORAGE, url, str(n)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "False", p.stderr[-2000:]
+
+
 def test_the_job_of_a_killed_command_is_stopped_before_the_next_command_starts(tmp_path):
     """Spark Connect finishes a dead client's job after its death; lakehouse's next client stops
     it first. Without the fence (an unregistered client) the job does land: the contrast shows

@@ -8,8 +8,8 @@ folder (``~/.cache/lakehouse/connect/<server>/<node>-<pid>.json``, removed when 
 normally), and before work that must not meet a dead command's job (on connecting, and on taking
 any lease or lock: ``lakehouse.lease.on_acquire``) a client fences every registered client of
 this machine whose process is gone: it joins that session, interrupts its operations, waits until
-each has ended (reattaching to its result stream until the server closes it), releases the
-session and removes the entry. Clients of other machines cannot be judged by their pid and are
+each has ended (reattaching to its result stream until the server closes it), clears the
+server's cache (what a killed ``check`` cached), releases the session and removes the entry. Clients of other machines cannot be judged by their pid and are
 left alone (their leases expire instead).
 """
 
@@ -111,6 +111,12 @@ def _stop_session(url: str, session_id: str, user_id: str) -> None:
                 pass
             log.info("fenced operation %s of a dead client's session %s (%.1fs)", op, session_id,
                      time.monotonic() - started)
+        # What it had cached (``lakehouse check`` caches the rows in scope) would stay until the
+        # server stops: Spark's cache is the server's, not the session's. Only checks cache, and
+        # only to go faster, so the whole cache goes: a check running meanwhile reads its tables.
+        relation = pb2.Relation()
+        relation.catalog.clear_cache.SetInParent()
+        client.to_table(pb2.Plan(root=relation), {})
         client.release_session()
     finally:
         client.close()
