@@ -8,9 +8,10 @@ folder (``~/.cache/lakehouse/connect/<server>/<node>-<pid>.json``, removed when 
 normally), and before work that must not meet a dead command's job (on connecting, and on taking
 any lease or lock: ``lakehouse.lease.on_acquire``) a client fences every registered client of
 this machine whose process is gone: it joins that session, interrupts its operations, waits until
-each has ended (reattaching to its result stream until the server closes it), clears the
-server's cache (what a killed ``check`` cached), releases the session and removes the entry. Clients of other machines cannot be judged by their pid and are
-left alone (their leases expire instead).
+each has ended (reattaching to its result stream until the server closes it), releases the
+session and removes the entry; then it clears the server's cache (what a killed ``check``
+cached). Clients of other machines cannot be judged by their pid and are left alone (their
+leases expire instead).
 """
 
 from __future__ import annotations
@@ -87,7 +88,30 @@ def fence(url: str) -> int:
                 log.info("fencing the session of dead client pid %s: %s", doc.get("pid"), first_line(e))
             entry.unlink(missing_ok=True)
             fenced += 1
+        if fenced:
+            try:
+                _clear_cache(url)
+            except Exception as e:  # noqa: BLE001 - a cache left behind costs memory, not answers
+                log.warning("could not clear the cache of dead clients on %s: %s", url, first_line(e))
         return fenced
+
+
+def _clear_cache(url: str) -> None:
+    """Clear the server's cache. What a dead client cached (``lakehouse check`` caches the rows in
+    scope) would stay until the server stops: Spark's cache is the server's, not the session's
+    (and the session may be gone already). Only checks cache, and only to go faster, so all of it
+    goes: a check running meanwhile reads its tables again."""
+    import pyspark.sql.connect.proto as pb2
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder, SparkConnectClient
+
+    client = SparkConnectClient(DefaultChannelBuilder(url))
+    try:
+        relation = pb2.Relation()
+        relation.catalog.clear_cache.SetInParent()
+        client.to_table(pb2.Plan(root=relation), {})
+        client.release_session()
+    finally:
+        client.close()
 
 
 def _stop_session(url: str, session_id: str, user_id: str) -> None:
@@ -111,12 +135,6 @@ def _stop_session(url: str, session_id: str, user_id: str) -> None:
                 pass
             log.info("fenced operation %s of a dead client's session %s (%.1fs)", op, session_id,
                      time.monotonic() - started)
-        # What it had cached (``lakehouse check`` caches the rows in scope) would stay until the
-        # server stops: Spark's cache is the server's, not the session's. Only checks cache, and
-        # only to go faster, so the whole cache goes: a check running meanwhile reads its tables.
-        relation = pb2.Relation()
-        relation.catalog.clear_cache.SetInParent()
-        client.to_table(pb2.Plan(root=relation), {})
         client.release_session()
     finally:
         client.close()
