@@ -100,7 +100,7 @@ SCOPE_SECONDS = {
     "test_time_travel.py": 85, "test_live.py": 70, "test_delta_log.py": 25, "test_cli.py": 50, "test_load.py": 60,
     "test_ledger.py": 60, "test_stream_interleavings.py": 50, "test_lateness_e2e.py": 20, "test_stream_model.py": 15,
     "test_server.py": 220, "test_format_contract.py": 55, "test_no_spark.py": 30, "test_tour.py": 50,
-    "test_bench_cli.py": 45, "test_bench_runs.py": 100, "test_purge.py": 30, "test_small_commits.py": 30,
+    "test_bench_cli.py": 45, "test_bench_runs.py": 150, "test_purge.py": 30, "test_small_commits.py": 30,
     "test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse": 230,
     "test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing": 90,
     "test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing": 60,

@@ -83,3 +83,40 @@ def test_bench_memory_runs_each_side_in_a_small_jvm_of_its_own(spark: Any) -> No
         s = doc["sides"][side]
         assert s["seconds"] > 0 and s["jvm_peak_rss_mb"] > 100 and s["python_peak_rss_mb"] > 10
         assert s["samples"][0]["driver_memory"] == "512m" and s["samples"][0]["rows"] == 20_000
+
+
+def test_bench_age_times_every_operation_on_each_layout(spark: Any, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+    import io
+    import json
+
+    from lakehouse.bench import bench_age
+    from lakehouse.bench.age import GOALS
+    from lakehouse.bench.plot import plot_age
+    from lakehouse.cli.bench import render_age
+    from tests.conftest import cli_in_process
+
+    doc = bench_age(MASTER, rows=600, days=(6, 2), repeats=1, warmup=False)
+    assert doc["days"] == [2, 6] and [o["operation"] for o in doc["operations"]] == list(GOALS)
+    for o in doc["operations"]:
+        assert set(o["sides"]) == {"2", "6"} and all(s["runs"] == 1 for s in o["sides"].values()), o
+        assert o["ratio_most_to_fewest_days"]["median"] > 0 and o["met"] == (o["ratio_most_to_fewest_days"]["median"]
+                                                                              <= o["goal"])
+    assert doc["goals"] == len(GOALS) and 0 <= doc["goals_met"] <= doc["goals"]
+    assert plot_age(doc, tmp_path / "age.png").stat().st_size > 10_000
+    for fmt in ("csv", "json", "text"):
+        render_age(fmt, doc)
+        out = capsys.readouterr().out
+        if fmt == "csv":
+            rows = list(csv.DictReader(io.StringIO(out)))
+            assert [r["operations.operation"] for r in rows] == list(GOALS)
+            assert all(float(r["operations.sides.6.median_s"]) > 0 for r in rows), rows[0]
+        elif fmt == "json":
+            assert json.loads(out) == json.loads(json.dumps(doc))
+        else:
+            assert all(op in out for op in GOALS) and f"goals met: {doc['goals_met']} of {len(GOALS)}" in out
+    r = cli_in_process(tmp_path, "bench", "age", "--days", "2", "--days", "3", "--operation", "nope")
+    assert r.returncode == 1 and "unknown operation(s) ['nope']" in r.stderr, r.stderr
+    r = cli_in_process(tmp_path, "bench", "age", "--days", "2")
+    assert r.returncode == 1 and "at least two different --days" in r.stderr, r.stderr

@@ -99,6 +99,7 @@ EXEMPT = {
     "bench memory": "starts two JVMs of its own; tests/test_bench_runs.py runs it in process",
     "bench query": "even the smallest run takes tens of seconds; tests/test_bench_runs.py runs it in process",
     "bench open": "even the smallest run (--commits 14 --rounds 1) takes 25 seconds",
+    "bench age": "even the smallest run archives two layouts; tests/test_bench_runs.py runs it, in csv too",
     "bench cli": "starts a server and runs the tour in a scratch project; tests/test_bench_cli.py runs it and parses its JSON",
     "server start": "starts a long-lived Spark Connect server (a JVM); tests/test_server.py starts one and parses its JSON",
 }

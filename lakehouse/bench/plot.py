@@ -157,3 +157,39 @@ def plot_query(doc: dict[str, Any], path: str | Path) -> Path:
     right.set_title(f"lookup {doc['lookup']['times_faster_than_duckdb_scan']:.0f}x faster than a DuckDB scan "
                     f"of the day ({doc['lookup']['day_rows']:,} rows)")
     return _save(fig, path)
+
+
+def plot_age(doc: dict[str, Any], path: str | Path) -> Path:
+    """``bench age``'s plot: each operation's median seconds per layout (bars, log scale), and the
+    ratio of the most days to the fewest (median, the samples' range as error bars) beside its goal."""
+    fig, (left, right) = _figure(2)
+    by_name = {o["operation"]: o for o in doc["operations"]}
+    ops = list(by_name)
+    layouts = [str(n) for n in doc["days"]]
+    width = 0.8 / len(layouts)
+    for i, n in enumerate(layouts):
+        xs = [k + (i - (len(layouts) - 1) / 2) * width for k in range(len(ops))]
+        left.bar(xs, [by_name[op]["sides"][n]["median_s"] for op in ops], width,
+                 label=f"{n} days", color=STEP_COLOURS[i % len(STEP_COLOURS)])
+    left.set_yscale("log")
+    left.set_xticks(range(len(ops)))
+    left.set_xticklabels(ops, rotation=35, ha="right", fontsize=8)
+    left.set_ylabel("seconds (median)")
+    left.set_title(f"{doc['rows']:,} rows over {', '.join(layouts)} days ({doc['repeats']} runs each)")
+    left.legend(fontsize=8)
+    ratios = [by_name[op]["ratio_most_to_fewest_days"] for op in ops]
+    med = [r["median"] or 0.0 for r in ratios]
+    low = [m - (r["low"] or m) for m, r in zip(med, ratios)]
+    high = [(r["high"] or m) - m for m, r in zip(med, ratios)]
+    right.errorbar(range(len(ops)), med, yerr=[low, high], fmt="o", capsize=4, label="measured")
+    right.scatter(range(len(ops)), [by_name[op]["goal"] for op in ops], marker="_", s=300,
+                  color="#C44E52", label="goal")
+    for x, y in enumerate(med):
+        right.annotate(f"{y:.2f}x", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    right.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    right.set_xticks(range(len(ops)))
+    right.set_xticklabels(ops, rotation=35, ha="right", fontsize=8)
+    right.set_ylabel(f"{layouts[-1]} days / {layouts[0]} days")
+    right.set_title("cost of age: ratio of medians")
+    right.legend(fontsize=8)
+    return _save(fig, path)

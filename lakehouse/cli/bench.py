@@ -274,6 +274,54 @@ def bench_open_cmd(obj: Ctx, commits: int, rounds: int, fmt: str | None) -> None
     emit_fields(obj.fmt(fmt), bench_open(obj.spark_master, commits, rounds))
 
 
+@bench.command("age")
+@click.option("--rows", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Trips of every layout.")
+@click.option("--days", "days", type=click.IntRange(min=1), multiple=True, default=(25, 250, 2500), show_default=True,
+              help="A layout: the UTC days the rows are laid over (repeatable).")
+@click.option("--operation", "only", multiple=True, metavar="NAME", help="Time only this operation (repeatable).")
+@sampling_options(repeats=3)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw each operation's seconds per layout and its ratio as a PNG file.")
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_age_cmd(obj: Ctx, rows: int, days: tuple[int, ...], only: tuple[str, ...], repeats: int, warmup: bool,
+                  plot_path: str | None, fmt: str | None) -> None:
+    """The day-to-day operations on the same rows laid over few and many days (a table's age):
+    each one's time per layout and the ratio of the most days to the fewest, against the goals."""
+    from lakehouse.bench import bench_age
+
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_age(obj.spark_master, rows, days, repeats=repeats, warmup=warmup, only=only, report=report)
+    if plot_path:
+        from lakehouse.bench.plot import plot_age
+
+        doc["plot"] = str(plot_age(doc, plot_path))
+    render_age(f, doc)
+
+
+def render_age(fmt: str, doc: dict[str, Any]) -> None:
+    """``bench age``'s figures: a text table (a row an operation: its median per layout, ratio,
+    goal and verdict), JSON, or CSV (a row an operation)."""
+    from lakehouse.output import text_table
+
+    def text() -> None:
+        layouts = [str(n) for n in doc["days"]]
+        text_table(("operation", *(f"{n} days s" for n in layouts), "ratio", "goal", "met"),
+                   ([o["operation"], *(f"{o['sides'][n]['median_s']:.2f}" for n in layouts),
+                     f"{o['ratio_most_to_fewest_days']['median']:.2f}x", f"{o['goal']:.1f}x",
+                     "yes" if o["met"] else "NO"] for o in doc["operations"]),
+                   right={*(f"{n} days s" for n in layouts), "ratio", "goal"},
+                   title=f"{doc['rows']:,} rows; {doc['repeats']} run(s) each, median")
+        click.echo(f"goals met: {doc['goals_met']} of {doc['goals']}")
+        if doc.get("plot"):
+            click.echo(f"plot: {doc['plot']}")
+
+    emit(fmt, doc, text, table="operations", keys=("operation",))
+
+
 @bench.command("cli")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True, help="Runs of each command (median).")
 @click.option("--rows", type=click.IntRange(min=1), default=20_000, show_default=True,
