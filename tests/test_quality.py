@@ -86,6 +86,7 @@ def test_the_rows_in_scope_are_cached_for_the_suite_and_released_and_answer_as_u
     def results(rep) -> list[tuple]:
         return [(c.name, c.ok, c.observed, c.unexpected_count, sorted(map(str, c.sample))) for c in rep.checks]
 
+    from lakehouse.audit.files import ArchiveFiles
     from lakehouse.query import TableSource
     from lakehouse.query.split import current
 
@@ -97,10 +98,12 @@ def test_the_rows_in_scope_are_cached_for_the_suite_and_released_and_answer_as_u
         return validate(*args, **kwargs)
 
     monkeypatch.setattr(check.gx, "validate", watched)
-    split = current(TableSource(trips.lh.definition("trips"), trips.lh.paths("trips")))
-    assert 0 < check._scope_bytes(split, "all", None) <= check.CACHE_BYTES
-    assert check._scope_bytes(split, "live", None) + check._scope_bytes(split, "archive", None) == \
-        check._scope_bytes(split, "all", None)
+    source = TableSource(trips.lh.definition("trips"), trips.lh.paths("trips"))
+    split = current(source)
+    files = ArchiveFiles(source, split.archive)
+    assert 0 < check._scope_bytes(split, "all", files, None) <= check.CACHE_BYTES
+    assert check._scope_bytes(split, "live", None, None) + check._scope_bytes(split, "archive", files, None) == \
+        check._scope_bytes(split, "all", files, None)
     cached = results(trips.lh.check("trips", docs=False))
     assert cache.isEmpty()
     monkeypatch.setattr(check, "CACHE_BYTES", 0)

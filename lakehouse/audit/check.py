@@ -27,7 +27,7 @@ from lakehouse.quality.results import record
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.audit.files import Check
+    from lakehouse.audit.files import ArchiveFiles, Check
     from lakehouse.query import TableSource
     from lakehouse.query.split import Split
 
@@ -79,14 +79,14 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
     report = Report(d.name, scope, day, uuid.uuid4().hex[:12], dt.datetime.now(UTC))
     split = current(source)  # one pair of pinned snapshots (live first) for the row and the file checks
     names, rows, report.versions = _views(spark, source, split, scope, day)
-    cached = bool(d.quality) and _scope_bytes(split, scope, day) <= CACHE_BYTES
+    files = None if scope == "live" else ArchiveFiles(source, split.archive, days={day} if day else None)
+    cached = bool(d.quality) and _scope_bytes(split, scope, files, day) <= CACHE_BYTES
     if cached:
         rows = rows.persist()
     try:
         report.checks += run_invariants(spark, d, names["view"], None if scope == "live" else names["archive"],
                                          names["stored"])
-        if scope != "live":
-            files = ArchiveFiles(source, split.archive, days={day} if day else None)
+        if files is not None:
             for c in [files.sorted_check(), files.vector_check()]:
                 report.checks.append(_from_verify(c))
         report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.{scope}", f"tables/{d.name}.yaml",
@@ -102,14 +102,14 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
     return report
 
 
-def _scope_bytes(split: "Split", scope: str, day: dt.date | None) -> int:
-    """The bytes of the data files the scope reads (from the Delta logs, at the pinned versions)."""
+def _scope_bytes(split: "Split", scope: str, files: "ArchiveFiles | None", day: dt.date | None) -> int:
+    """The bytes of the data files the scope reads, at the pinned versions: the archive's from
+    ``files`` (its layout; None when the scope is live alone), live's from its log."""
     from lakehouse.layout import layout
 
-    paths, days = split.source.paths, {day} if day else None
-    parts = [(paths.live, split.live.version), (paths.archive, split.archive.version)]
-    parts = [p for p, keep in zip(parts, (scope != "archive", scope != "live"), strict=True) if keep]
-    return sum(layout(path, version).totals(days)[1] for path, version in parts if version is not None)
+    days = {day} if day else None
+    live = layout(split.source.paths.live, split.live.version).totals(days)[1] if scope != "archive" else 0
+    return live + (files.layout.totals(days)[1] if files is not None else 0)
 
 
 def _from_verify(c: "Check") -> CheckResult:

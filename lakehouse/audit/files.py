@@ -70,7 +70,9 @@ class ArchiveFiles:
         self.source = source
         self.cutoff = archive.cutoff
         self._con = con
-        by_day = layout(source.paths.archive, archive.version).by_day()
+        self.layout = layout(source.paths.archive, archive.version)
+        """The archive's data files at the snapshot."""
+        by_day = self.layout.by_day()
         self.day_rows = {day: sum(f.rows for f in fs) for day, fs in by_day.items()}
         """Rows per archive day at the snapshot (every day, whatever ``days`` selects)."""
         from lakehouse.delta_log import file_uri

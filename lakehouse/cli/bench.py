@@ -29,6 +29,21 @@ def sampling_options(repeats: int) -> Callable[[Any], Any]:
     return wrap
 
 
+def plot_option(what: str) -> Callable[[Any], Any]:
+    """``--plot FILE``: also draw ``what`` as a PNG file (``draw``)."""
+    return click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+                        help=f"Also draw {what} as a PNG file.")
+
+
+def draw(doc: dict[str, Any], plot_path: str | None, plotter: str) -> None:
+    """When ``plot_path`` is given, draw ``doc`` there with ``lakehouse.bench.plot``'s
+    ``plotter`` and name the file in ``doc["plot"]``."""
+    if plot_path:
+        from lakehouse.bench import plot
+
+        doc["plot"] = str(getattr(plot, plotter)(doc, plot_path))
+
+
 @bench.command("archive")
 @click.option("--rows", "sizes", type=click.IntRange(min=1), multiple=True, default=(1_000_000,), show_default=True,
               help="Rows of generated trips (repeatable: one set of runs per size, e.g. --rows 1000000 --rows "
@@ -155,8 +170,7 @@ def bench_ingest_cmd(obj: Ctx, small_files: int, small_rows: int, big_mb: int, b
 @click.option("--rows", type=int, default=50_000, show_default=True, help="Rows per batch (split among producers).")
 @click.option("--inserts", type=int, default=20, show_default=True, help="One-row inserts timed for the fixed cost.")
 @sampling_options(repeats=3)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Also draw rows per second and the insert's cost as a PNG file.")
+@plot_option("rows per second and the insert's cost")
 @format_option()
 @click.pass_obj
 @handle_errors
@@ -170,10 +184,7 @@ def bench_stream_cmd(obj: Ctx, batches: int, rows: int, inserts: int, repeats: i
     with steps(f) as report:
         doc = bench_stream(obj.spark_master, batches, rows, repeats=repeats, inserts=inserts, warmup=warmup,
                            report=report)
-    if plot_path:
-        from lakehouse.bench.plot import plot_stream
-
-        doc["plot"] = str(plot_stream(doc, plot_path))
+    draw(doc, plot_path, "plot_stream")
     emit_fields(f, doc)
 
 
@@ -181,8 +192,7 @@ def bench_stream_cmd(obj: Ctx, batches: int, rows: int, inserts: int, repeats: i
 @click.option("--rows", type=int, default=3_100_000, show_default=True, help="Rows over DAYS + 1 days.")
 @click.option("--days", type=int, default=30, show_default=True, help="Days archived before the new one.")
 @sampling_options(repeats=3)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Also draw the sides and the new day's archive steps as a PNG file.")
+@plot_option("the sides and the new day's archive steps")
 @format_option()
 @click.pass_obj
 @handle_errors
@@ -195,10 +205,7 @@ def bench_incremental_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: 
     f = obj.fmt(fmt)
     with steps(f) as report:
         doc = bench_incremental(obj.spark_master, rows, days, repeats=repeats, warmup=warmup, report=report)
-    if plot_path:
-        from lakehouse.bench.plot import plot_incremental
-
-        doc["plot"] = str(plot_incremental(doc, plot_path))
+    draw(doc, plot_path, "plot_incremental")
     emit_fields(f, doc)
 
 
@@ -207,8 +214,7 @@ def bench_incremental_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: 
 @click.option("--days", type=int, default=10, show_default=True, help="Days of rows; all but the last archived.")
 @click.option("--lookups", type=int, default=20, show_default=True, help="Calls per timed lookup run.")
 @sampling_options(repeats=5)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Also draw each query's sides and the lookup against the DuckDB scan as a PNG file.")
+@plot_option("each query's sides and the lookup against the DuckDB scan")
 @format_option()
 @click.pass_obj
 @handle_errors
@@ -222,10 +228,7 @@ def bench_query_cmd(obj: Ctx, rows: int, days: int, repeats: int, lookups: int, 
     with steps(f) as report:
         doc = bench_query(obj.spark_master, rows, days, repeats=repeats, lookups=lookups, warmup=warmup,
                           report=report)
-    if plot_path:
-        from lakehouse.bench.plot import plot_query
-
-        doc["plot"] = str(plot_query(doc, plot_path))
+    draw(doc, plot_path, "plot_query")
     emit_fields(f, doc)
 
 
@@ -281,8 +284,7 @@ def bench_open_cmd(obj: Ctx, commits: int, rounds: int, fmt: str | None) -> None
               help="A layout: the UTC days the rows are laid over (repeatable).")
 @click.option("--operation", "only", multiple=True, metavar="NAME", help="Time only this operation (repeatable).")
 @sampling_options(repeats=3)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Also draw each operation's seconds per layout and its ratio as a PNG file.")
+@plot_option("each operation's seconds per layout and its ratio")
 @format_option()
 @click.pass_obj
 @handle_errors
@@ -295,10 +297,7 @@ def bench_age_cmd(obj: Ctx, rows: int, days: tuple[int, ...], only: tuple[str, .
     f = obj.fmt(fmt)
     with steps(f) as report:
         doc = bench_age(obj.spark_master, rows, days, repeats=repeats, warmup=warmup, only=only, report=report)
-    if plot_path:
-        from lakehouse.bench.plot import plot_age
-
-        doc["plot"] = str(plot_age(doc, plot_path))
+    draw(doc, plot_path, "plot_age")
     render_age(f, doc)
 
 
