@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,12 +145,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 @pytest.fixture(scope="session")
 def spark():
     """The one SparkSession of the test run (real Spark, real Delta); its JVM compiles with C1
-    only, which spends far less CPU on a suite of many small jobs."""
-    os.environ.setdefault("LAKEHOUSE_SHUFFLE_PARTITIONS", "2")
-    os.environ.setdefault("LAKEHOUSE_JAVA_OPTS", FAST_JVM)
-    from lakehouse.spark.session import get_spark
-
-    return get_spark(MASTER)
+    only, which spends far less CPU on a suite of many small jobs. It is also the suite's Spark
+    Connect server (``suite_server``)."""
+    return _shared_session()
 
 
 class Project:
@@ -216,45 +214,50 @@ def repo_copy(tmp_path: Path) -> Project:
     return Project(root)
 
 
-_SERVER: dict[str, Any] = {}
-_SERVER_LOCK = threading.Lock()
+# pytest imports this file as ``conftest`` (the fixtures), the test modules as ``tests.conftest``
+# (cli(), suite_server()): both copies share one state, one shared session and its server.
+_OTHER = sys.modules.get("tests.conftest" if __name__ == "conftest" else "conftest")
+_SERVER: dict[str, Any] = _OTHER._SERVER if hasattr(_OTHER, "_SERVER") else {}
+_SERVER_LOCK: Any = _OTHER._SERVER_LOCK if hasattr(_OTHER, "_SERVER_LOCK") else threading.RLock()
 
 
 def suite_server() -> str:
-    """The Spark Connect URL (with its token) of this test process's server: one real
-    ``lakehouse server`` (lakehouse.spark.server, master local[2]), started on first use and
-    stopped when the test process ends. Commands in processes of their own (``cli()``) reach
-    Spark through it, as a user's commands do once ``lakehouse server start`` ran: a process
-    then starts no JVM. (Thread-safe: tests start commands from thread pools.)"""
-    with _SERVER_LOCK:
-        return _suite_server()
-
-
-def _suite_server() -> str:
-    if "url" not in _SERVER:
-        import atexit
-        import tempfile
-
-        from lakehouse.spark import server
-
-        root = Path(tempfile.mkdtemp(prefix="lakehouse-suite-server-"))
-        settings = Settings.resolve(root, str(root / "warehouse"), MASTER, env={})
-        saved = dict(os.environ)
-        os.environ["LAKEHOUSE_SHUFFLE_PARTITIONS"] = "2"
-        os.environ["LAKEHOUSE_SERVER_OWNER"] = str(os.getpid())  # gone with this process, however it ends
-        try:
-            rec = server.start(settings)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-        _SERVER.update(url=rec.url, settings=settings)
-
-        def stop() -> None:
-            server.stop(settings)
-            shutil.rmtree(root, ignore_errors=True)
-
-        atexit.register(stop)
+    """The Spark Connect URL (with its token) of this test process's server: the shared session's
+    driver, which serves Spark Connect on a loopback port with a token, as ``lakehouse server``
+    does (lakehouse.spark.server: the same Spark settings and ``connect_conf``, master local[2]).
+    Commands in processes of their own (``cli()``) reach Spark through it, as a user's commands
+    do once ``lakehouse server start`` ran: a process then starts no JVM. One JVM serves both
+    this process and its commands, so their code is compiled once (tests/test_server.py starts
+    real ``lakehouse server`` processes). Thread-safe: tests start commands from thread pools."""
+    _shared_session()
     return str(_SERVER["url"])
+
+
+def _shared_session() -> Any:
+    with _SERVER_LOCK:
+        if "spark" not in _SERVER:
+            import secrets
+
+            from lakehouse.spark import server
+            from lakehouse.spark.session import get_spark
+
+            os.environ.setdefault("LAKEHOUSE_SHUFFLE_PARTITIONS", "2")
+            os.environ.setdefault("LAKEHOUSE_JAVA_OPTS", FAST_JVM)
+            spark = get_spark(MASTER)  # this process's session, whoever made it first
+            # Spark Connect's service in its driver, as SparkConnectPlugin starts it in a server's
+            # (server.connect_conf), with the token a server takes from its environment
+            port, token = server._free_port(), secrets.token_urlsafe(32)
+            conf = spark._jvm.org.apache.spark.SparkEnv.get().conf()
+            for key, value in {**server.connect_conf(port), "spark.connect.authenticate.token": token}.items():
+                if key != "spark.plugins":
+                    conf.set(key, value)
+            spark._jvm.org.apache.spark.sql.connect.service.SparkConnectService.start(spark._jsc.sc())
+            deadline = time.monotonic() + 60
+            while not server._answers(port):
+                assert time.monotonic() < deadline, f"the shared session's Spark Connect port {port} does not answer"
+                time.sleep(0.1)
+            _SERVER.update(spark=spark, url=f"sc://localhost:{port}/;token={token}")
+        return _SERVER["spark"]
 
 
 def needs_own_spark(crash: str | None) -> bool:
