@@ -218,7 +218,7 @@ def repo_copy(tmp_path: Path) -> Project:
 # (cli(), suite_server()): both copies share one state, one shared session and its server.
 _OTHER = sys.modules.get("tests.conftest" if __name__ == "conftest" else "conftest")
 _SERVER: dict[str, Any] = _OTHER._SERVER if hasattr(_OTHER, "_SERVER") else {}
-_SERVER_LOCK: Any = _OTHER._SERVER_LOCK if hasattr(_OTHER, "_SERVER_LOCK") else threading.RLock()
+_SERVER_LOCK: Any = _OTHER._SERVER_LOCK if hasattr(_OTHER, "_SERVER_LOCK") else threading.Lock()
 
 
 def suite_server() -> str:
