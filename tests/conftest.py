@@ -36,6 +36,10 @@ rows) and plans once, without adaptive re-planning. Spark answers the same eithe
 suite runs both modes); lakehouse's defaults stay Spark's. Measured on tests/test_archive.py, one
 worker: busy CPU 145 -> 111 s."""
 os.environ.setdefault("LAKEHOUSE_SPARK_CONF", SMALL_JOBS)
+# ... and the quick-start JVM, two shuffle partitions: whichever test of a worker starts its
+# SparkSession first (the shared one, or an in-process command's, which the rest then reuse)
+os.environ.setdefault("LAKEHOUSE_JAVA_OPTS", FAST_JVM)
+os.environ.setdefault("LAKEHOUSE_SHUFFLE_PARTITIONS", "2")
 SMALL_CLUSTER = "spark.sql.shuffle.partitions=2 spark.databricks.delta.snapshotPartitions=2"
 """The same for a Spark of the suite on a standalone cluster: lakehouse keeps Spark's 200 shuffle
 partitions and Delta's 50 snapshot partitions there (adaptive execution merges them by size), but
@@ -82,30 +86,33 @@ APART = (
     "tests/test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again",
     "tests/test_stream_kills.py::test_random_kills_lose_and_double_nothing[",
     "tests/test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse",
+    "tests/test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing",
+    "tests/test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing",
+    "tests/test_s3.py::test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_on_s3_at_once",
     "tests/test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none",
+    "tests/test_s3.py::test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_day",
 )
-# (test_s3.py's other tests stay in their module's scope: those with Spark share its S3 server's
-# Spark Connect server, s3_spark, which a worker would otherwise start a second time.)
 SCOPE_SECONDS = {
-    "test_s3.py": 175, "test_archive_safety.py": 155, "test_bench_runs.py": 140, "test_server.py": 135,
-    "test_jobs_processes.py": 100,
-    "test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse": 90,
-    "test_query_parity.py": 70, "test_archive_crash.py": 70, "test_notebooks.py": 65, "test_jobs.py": 60,
-    "test_quality.py": 50, "test_archive.py": 47, "test_archive_memory.py": 46,
-    "test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none": 44,
-    "test_bench_cli.py": 42, "test_stream.py": 34, "test_time_travel.py": 33, "test_query.py": 32,
-    "test_stream_crash.py": 27, "test_load.py": 23,
-    "test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again": 22,
-    "test_ingest.py": 21, "test_format_contract.py": 21, "test_delta_log.py": 19, "test_no_spark.py": 19,
-    "test_session.py": 18,
-    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[304]": 17,
-    "test_ledger.py": 16, "test_small_commits.py": 16, "test_purge.py": 15, "test_migrations.py": 14,
-    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[303]": 14,
-    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[302]": 14,
-    "test_tour.py": 14, "test_cli.py": 14, "test_archive_onepass.py": 14, "test_live.py": 14,
-    "test_sorted_days.py": 14, "test_stream_interleavings.py": 12, "test_stream_model.py": 12,
-    "test_hostile_input.py": 11,
-    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[301]": 10,
+    "test_archive_safety.py": 275, "test_stream_crash.py": 275, "test_jobs_processes.py": 305,
+    "test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again": 80,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[302]": 50,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[304]": 66,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[301]": 62,
+    "test_stream_kills.py::test_random_kills_lose_and_double_nothing[303]": 40,
+    "test_archive_crash.py": 160, "test_stream.py": 100, "test_query_parity.py": 120, "test_ingest_crash.py": 55,
+    "test_ingest.py": 75, "test_archive_memory.py": 45, "test_jobs.py": 190, "test_notebooks.py": 125,
+    "test_quality.py": 105, "test_query.py": 45, "test_load_crash.py": 25, "test_archive.py": 175,
+    "test_time_travel.py": 85, "test_live.py": 70, "test_delta_log.py": 25, "test_cli.py": 50, "test_load.py": 60,
+    "test_ledger.py": 60, "test_stream_interleavings.py": 50, "test_lateness_e2e.py": 20, "test_stream_model.py": 15,
+    "test_server.py": 220, "test_format_contract.py": 55, "test_no_spark.py": 30, "test_tour.py": 50,
+    "test_bench_cli.py": 45, "test_bench_runs.py": 150, "test_purge.py": 30, "test_small_commits.py": 30,
+    "test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse": 230,
+    "test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing": 90,
+    "test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing": 60,
+    "test_s3.py::test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_on_s3_at_once": 50,
+    "test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none": 45,
+    "test_s3.py::test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_day": 75,
+    "test_s3.py": 40,
 }
 """Seconds each scope took in a `make test` of two workers on this machine (the order they start
 in; an unlisted scope is light and starts after these)."""
@@ -238,8 +245,6 @@ def _shared_session() -> Any:
             from lakehouse.spark import server
             from lakehouse.spark.session import get_spark
 
-            os.environ.setdefault("LAKEHOUSE_SHUFFLE_PARTITIONS", "2")
-            os.environ.setdefault("LAKEHOUSE_JAVA_OPTS", FAST_JVM)
             spark = get_spark(MASTER)  # this process's session, whoever made it first
             # Spark Connect's service in its driver, as SparkConnectPlugin starts it in a server's
             # (server.connect_conf), with the token a server takes from its environment
@@ -287,9 +292,11 @@ def cli(p: "Project", *args: str, crash: str | None = None, env: dict[str, str] 
     return subprocess.run(cmd, env=child, capture_output=True, text=True, timeout=900)
 
 
-KEPT_IN_PROCESS = ("LAKEHOUSE_SHUFFLE_PARTITIONS",)
-"""LAKEHOUSE_* variables of the test process a command run in this process still sees (they
-only shape the shared SparkSession, which the command reuses)."""
+KEPT_IN_PROCESS = ("LAKEHOUSE_SHUFFLE_PARTITIONS", "LAKEHOUSE_JAVA_OPTS", "LAKEHOUSE_SPARK_CONF")
+"""LAKEHOUSE_* variables of the test process a command run in this process still sees: they only
+shape the process's SparkSession, which the command reuses, or starts as the shared one when it is
+the worker's first (without them that session, the worker's for the rest of the run, is a JVM
+with C2, G1 and generated code: a suite run so started had 558 of 1,914 tests done in 15 minutes)."""
 
 
 def cli_in_process(p: "Project | Path", *args: str,
