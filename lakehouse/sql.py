@@ -13,14 +13,6 @@ def spark_ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def spark_delta(path: str, version: int | None = None) -> str:
-    """A Delta table by its path, for Spark SQL's FROM: ``delta.`path```, ``VERSION AS OF`` a
-    version when given. A whole SELECT in one ``spark.sql`` is one call into the JVM, where the
-    same query built column by column with the DataFrame API is four per column."""
-    at = "" if version is None else f" VERSION AS OF {int(version)}"
-    return f"delta.{spark_ident(path)}{at}"
-
-
 def duck_ident(name: str) -> str:
     """A name as a DuckDB identifier."""
     return '"' + name.replace('"', '""') + '"'

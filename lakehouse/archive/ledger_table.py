@@ -33,7 +33,6 @@ from lakehouse.archive.ledger import (
 )
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
-from lakehouse.sql import spark_delta, spark_ident
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -92,20 +91,16 @@ def column_types(d: TableDefinition, names: list[str]) -> list[tuple[str, str]]:
 
 def archive_figures(spark: "SparkSession", d: TableDefinition, paths: TablePaths, version: int,
                     days: list[dt.date], columns: list[str]) -> dict[dt.date, Figures]:
-    """Figures per day of the archive at ``version`` over ``columns`` (some days, or all: []),
-    in one Spark SQL statement."""
+    """Figures per day of the archive at ``version`` over ``columns`` (some days, or all: [])."""
     from lakehouse.archive.plan import days_sql
 
-    table = spark_delta(paths.archive, version)
-    have = set(spark.sql(f"SELECT * FROM {table}").columns)
-    absent = [c for c in columns if c not in have]
+    df = spark.read.format("delta").option("versionAsOf", version).load(paths.archive)
+    if days:
+        df = df.where(days_sql(PARTITION_COLUMN, days))
+    absent = [c for c in columns if c not in df.columns]
     if absent:
         raise LakehouseError(f"ledger of {d.name}: column {absent[0]} is not in archive version {version}")
-    day = spark_ident(PARTITION_COLUMN)
-    where = f" WHERE {days_sql(PARTITION_COLUMN, days)}" if days else ""
-    rows = spark.sql(f"SELECT {day}, count(1) AS n, {hash_sum_sql(row_hash_sql(column_types(d, columns)))} AS s"
-                     f" FROM {table}{where} GROUP BY {day}").collect()
-    return {r[PARTITION_COLUMN]: Figures.of(r["n"], r["s"]) for r in rows}
+    return {k[0]: f for k, f in figures_by(df, [PARTITION_COLUMN], column_types(d, columns)).items()}
 
 
 # -- the ledger table --------------------------------------------------------------------------------

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse import crashpoints
-from lakehouse.archive.ledger import Figures, row_hash_sql, stored_columns
-from lakehouse.archive.order import archive_columns, day_batches_sql
+from lakehouse.archive import ledger_table
+from lakehouse.archive.ledger import Figures, stored_columns
+from lakehouse.archive.order import archive_columns, row_order
 from lakehouse.archive.plan import ArchivePlan
 from lakehouse.archive.reader import current_encoding
-from lakehouse.archive.stage import day_partitions, taken_sql
+from lakehouse.archive.stage import day_partitions, taken
 from lakehouse.archive.write import (
     HASH_COLUMN,
     OUT_DDL,
@@ -37,7 +38,6 @@ from lakehouse.archive.write import (
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
 from lakehouse.delta_log import NewFile
 from lakehouse.physical import stats_columns
-from lakehouse.sql import spark_ident
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -48,27 +48,20 @@ log = logging.getLogger(__name__)
 
 def sided(spark: SparkSession, definition: TableDefinition, paths: TablePaths, plan: ArchivePlan) -> DataFrame:
     """The days' rows, each with its side of the books and its row hash."""
-    return spark.sql(sided_sql(definition, paths, plan))
+    from pyspark.sql import functions as F
 
-
-def sided_sql(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan) -> str:
-    """Spark SQL of the days' rows with their side of the books (``live`` taken, archive rows
-    ``kept`` or, with a key, ``replaced`` by a live row of the same key and day) and row hash."""
     d = definition
-    new, old = taken_sql(d, paths, plan)
-    cols = ", ".join(spark_ident(c) for c in archive_columns(d))
-    side = spark_ident(SIDE_COLUMN)
+    cols = archive_columns(d)
+    new, old = taken(spark, d, paths, plan)
+    new = new.withColumn(SIDE_COLUMN, F.lit("live"))
     if d.has_key:
-        keys = ", ".join(spark_ident(c) for c in (*d.primary_key, PARTITION_COLUMN))
-        archived = (f"SELECT {cols}, CASE WHEN _lh_replaced THEN 'replaced' ELSE 'kept' END AS {side}"
-                    f" FROM _lh_old LEFT JOIN (SELECT DISTINCT {keys}, TRUE AS _lh_replaced FROM _lh_new)"
-                    f" USING ({keys})")
+        keys = [*d.primary_key, PARTITION_COLUMN]
+        marks = new.select(*keys).distinct().withColumn("_lh_replaced", F.lit(True))
+        side = F.when(F.col("_lh_replaced"), F.lit("replaced")).otherwise(F.lit("kept"))
+        old = old.join(marks, on=keys, how="left").select(*cols, side.alias(SIDE_COLUMN))
     else:
-        archived = f"SELECT {cols}, 'kept' AS {side} FROM _lh_old"
-    rows = f"{archived} UNION ALL SELECT {cols}, 'live' AS {side} FROM _lh_new"
-    hashed = row_hash_sql(stored_columns(d))
-    return (f"WITH _lh_new AS ({new}), _lh_old AS ({old})"
-            f" SELECT *, {hashed} AS {spark_ident(HASH_COLUMN)} FROM ({rows})")
+        old = old.withColumn(SIDE_COLUMN, F.lit("kept"))
+    return old.unionByName(new).withColumn(HASH_COLUMN, ledger_table.hash_column(stored_columns(d)))
 
 
 def write_task(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan, run_id: str,
@@ -90,6 +83,7 @@ def write_task(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan
 def write_pass(spark: SparkSession, definition: TableDefinition, paths: TablePaths, plan: ArchivePlan,
                task: WriteTask) -> list[dict[str, Any]]:
     """Write the plan's days in one pass; the records of every file and day (``write.OUT_SCHEMA``)."""
+    from pyspark.sql import functions as F
 
     def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -100,7 +94,9 @@ def write_pass(spark: SparkSession, definition: TableDefinition, paths: TablePat
         else:
             yield from write_days(task, batches, 0, uuid.uuid4().int % 1_000_000)
 
-    df = spark.sql(day_batches_sql(sided_sql(definition, paths, plan), day_partitions(spark, plan), definition))
+    df = (sided(spark, definition, paths, plan)
+          .repartition(day_partitions(spark, plan), F.col(PARTITION_COLUMN))
+          .sortWithinPartitions(*row_order(definition)))
     return [r.asDict() for r in df.mapInArrow(work, OUT_DDL).collect()]
 
 

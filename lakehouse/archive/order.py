@@ -6,9 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from lakehouse.archive.plan import days_sql
+from lakehouse.archive.plan import cutoff_time, days_sql
 from lakehouse.definitions import LOAD_COLUMN, PARTITION_COLUMN, TableDefinition
-from lakehouse.sql import spark_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -28,17 +27,11 @@ def row_order(definition: TableDefinition) -> list[Column]:
     ]
 
 
-def row_order_sql(definition: TableDefinition) -> str:
-    """``row_order`` as a Spark SQL ORDER BY/SORT BY list."""
-    return ", ".join(f"{spark_ident(c)} ASC NULLS FIRST" for c in (PARTITION_COLUMN, *definition.sort_order))
+def cutoff_column(cutoff: int) -> Column:
+    """The cutoff as a Spark timestamp literal (compare event times with it)."""
+    from pyspark.sql import functions as F
 
-
-def day_batches_sql(query: str, partitions: int, definition: TableDefinition) -> str:
-    """The rows of ``query`` (Spark SQL) as day batches: spread over ``partitions`` Spark
-    partitions by day (a day in one partition), each partition sorted in the row order; what
-    ``repartition(partitions, day).sortWithinPartitions(*row_order)`` plans, in one statement."""
-    return (f"SELECT /*+ REPARTITION({int(partitions)}, {spark_ident(PARTITION_COLUMN)}) */ * FROM ({query})"
-            f" SORT BY {row_order_sql(definition)}")
+    return F.lit(cutoff_time(cutoff)).cast("timestamp")
 
 
 def days_predicate(days: list[dt.date] | tuple[dt.date, ...]) -> str:

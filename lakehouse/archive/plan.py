@@ -136,11 +136,6 @@ def date_literal(day: dt.date) -> str:
     return f"DATE'{day.year:04d}-{day.month:02d}-{day.day:02d}'"
 
 
-def cutoff_sql(cutoff: int) -> str:
-    """A cutoff (seconds since the epoch) as a Spark SQL timestamp, whatever the session's zone."""
-    return f"timestamp_seconds({int(cutoff)})"
-
-
 def days_sql(
     column: str, days: list[dt.date] | tuple[dt.date, ...], size: int = DAYS_PER_CHUNK
 ) -> str:

@@ -13,18 +13,22 @@ import pyarrow as pa
 from lakehouse import crashpoints, storage
 from lakehouse.archive import vectors
 from lakehouse.archive.encode import DayTask, encode_days
-from lakehouse.archive.order import archive_columns, days_predicate, row_order
-from lakehouse.archive.plan import ArchivePlan, cutoff_sql, group_days, partition_count
+from lakehouse.archive.order import archive_columns, cutoff_column, days_predicate, row_order
+from lakehouse.archive.plan import ArchivePlan, group_days, partition_count
 from lakehouse.archive.reader import current_encoding
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.spark.session import parallelism
 from lakehouse.spark.tasks import per_item
-from lakehouse.sql import spark_delta, spark_ident
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+def read_at(spark: SparkSession, path: str, version: int) -> DataFrame:
+    """A Delta table as of ``version``."""
+    return spark.read.format("delta").option("versionAsOf", version).load(path)
 
 
 def day_partitions(spark: SparkSession, plan: ArchivePlan) -> int:
@@ -32,24 +36,26 @@ def day_partitions(spark: SparkSession, plan: ArchivePlan) -> int:
     return partition_count(plan.rows + plan.archive_rows_in_days, len(plan.days), parallelism(spark))
 
 
-def taken_sql(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan) -> tuple[str, str]:
-    """Spark SQL of the live rows the run takes, and of the days' archive rows at the plan's
-    version (each one statement: one call into the JVM, not a few per column)."""
-    assert plan.live_version is not None and plan.archive_version is not None
-    cols = ", ".join(spark_ident(c) for c in archive_columns(definition))
-    new = (f"SELECT {cols} FROM {spark_delta(paths.live, plan.live_version)}"
-           f" WHERE ({days_predicate(sorted(plan.new_rows))})"
-           f" AND {spark_ident(definition.event_time)} < {cutoff_sql(plan.cutoff)}")
-    old = f"SELECT {cols} FROM {spark_delta(paths.archive, plan.archive_version)} WHERE ({days_predicate(plan.days)})"
-    return new, old
-
-
 def taken(
     spark: SparkSession, definition: TableDefinition, paths: TablePaths, plan: ArchivePlan
 ) -> tuple[DataFrame, DataFrame]:
     """The live rows the run takes, and the days' archive rows at the plan's version."""
-    new, old = taken_sql(definition, paths, plan)
-    return spark.sql(new), spark.sql(old)
+    from pyspark.sql import functions as F
+
+    cols = archive_columns(definition)
+    assert plan.live_version is not None and plan.archive_version is not None
+    new = (
+        read_at(spark, paths.live, plan.live_version)
+        .where(days_predicate(sorted(plan.new_rows)))
+        .where(F.col(definition.event_time) < cutoff_column(plan.cutoff))
+        .select(*cols)
+    )
+    old = (
+        read_at(spark, paths.archive, plan.archive_version)
+        .where(days_predicate(plan.days))
+        .select(*cols)
+    )
+    return new, old
 
 
 def _merged(

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any
 from lakehouse import delta_log
 from lakehouse.archive import vectors
 from lakehouse.archive.ledger import Figures, hash_sum_sql, row_hash_sql, stored_columns
-from lakehouse.archive.plan import ArchivePlan, cutoff_sql, cutoff_time, date_literal, new_cutoff
+from lakehouse.archive.order import cutoff_column
+from lakehouse.archive.plan import ArchivePlan, cutoff_time, new_cutoff
 from lakehouse.archive.reader import current_encoding
+from lakehouse.archive.stage import read_at
 from lakehouse.archive.state import current_snapshot, day_rows
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.live import check_loadable
-from lakehouse.sql import duck_ident, spark_delta, spark_ident
+from lakehouse.sql import duck_ident
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -134,15 +136,21 @@ def _below(spark: SparkSession, d: TableDefinition, paths: TablePaths, version: 
            previous: int | None, ledger: bool) -> list[Any]:
     """Per day of live (at ``version``) below ``cutoff``: rows ``n``, ``late`` ones (below
     ``previous``) and with ``ledger`` their hash sum ``h``, with Spark (the books' hash)."""
-    et, day = spark_ident(d.event_time), spark_ident(PARTITION_COLUMN)
-    late = "0" if previous is None else f"CASE WHEN {et} < {cutoff_sql(previous)} THEN 1 ELSE 0 END"
-    aggs = f"count(1) AS n, sum({late}) AS late"
+    from pyspark.sql import functions as F
+
+    et = F.col(d.event_time)
+    late = F.lit(False) if previous is None else et < cutoff_column(previous)
+    aggs = [F.count(F.lit(1)).alias("n"), F.sum(F.when(late, 1).otherwise(0)).alias("late")]
     if ledger:  # the live side of the books, in the same pass
-        aggs += f", {hash_sum_sql(row_hash_sql(stored_columns(d)))} AS h"
-    return list(spark.sql(
-        f"SELECT {day}, {aggs} FROM {spark_delta(paths.live, version)}"
-        f" WHERE {day} <= {date_literal(cutoff_time(cutoff).date())} AND {et} < {cutoff_sql(cutoff)}"
-        f" GROUP BY {day}").collect())
+        aggs.append(F.expr(hash_sum_sql(row_hash_sql(stored_columns(d)))).alias("h"))
+    return list(
+        read_at(spark, paths.live, version)
+        .where(F.col(PARTITION_COLUMN) <= F.lit(cutoff_time(cutoff).date()))
+        .where(et < cutoff_column(cutoff))
+        .groupBy(PARTITION_COLUMN)
+        .agg(*aggs)
+        .collect()
+    )
 
 
 def _below_without_spark(d: TableDefinition, paths: TablePaths, version: int, cutoff: int,

@@ -36,7 +36,7 @@ from lakehouse.lease import Lease
 from lakehouse.output import Progress, Steps, quiet
 from lakehouse.spark.commit import SESSION_CONF, with_retries
 from lakehouse.spark.session import parallelism
-from lakehouse.sql import spark_delta, spark_ident
+from lakehouse.sql import spark_ident
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -309,7 +309,9 @@ class Compaction:
     def _archive(self, p: CompactPlan) -> None:
         """Rewrite the planned days in their sorted order; refuses (CommitConflict, retried by
         the caller after a fresh plan) when the archive moved since the plan."""
-        from lakehouse.archive.order import archive_columns, day_batches_sql
+        from pyspark.sql import functions as F
+
+        from lakehouse.archive.order import archive_columns, row_order
         from lakehouse.archive.state import current_snapshot
 
         d = self.definition
@@ -323,9 +325,13 @@ class Compaction:
         version = p.archive.version
         assert version is not None
         where = days_sql(PARTITION_COLUMN, days)
-        cols = ", ".join(spark_ident(c) for c in archive_columns(d))
-        df = self.spark.sql(day_batches_sql(f"SELECT {cols} FROM {spark_delta(self.paths.archive, version)} WHERE {where}",
-                                            max(1, min(len(days), parallelism(self.spark))), d))
+        df = (
+            self.spark.read.format("delta").option("versionAsOf", version).load(self.paths.archive)
+            .where(where)
+            .select(*archive_columns(d))
+            .repartition(max(1, min(len(days), parallelism(self.spark))), F.col(PARTITION_COLUMN))
+            .sortWithinPartitions(*row_order(d))
+        )
         with SESSION_CONF:
             if self.lease is not None:
                 self.lease.check()

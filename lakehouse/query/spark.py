@@ -12,20 +12,16 @@ the user's text, not sqlglot's regeneration of it: regeneration is lossy (sqlglo
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.archive.plan import cutoff_sql, cutoff_time, date_literal
 from lakehouse.archive.state import current_snapshot
-from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import QueryError, first_line
 from lakehouse.query import TableSource, guard
 from lakehouse.query.commands import is_command
 from lakehouse.query.split import Split
-from lakehouse.sql import spark_delta, spark_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,38 +31,37 @@ if TYPE_CHECKING:
 
 def frame(spark: SparkSession, split: Split) -> DataFrame:
     """Render the split view (lakehouse.query.split) as a Spark DataFrame on its pinned versions."""
-    return spark.sql(split_sql(split))
+    from pyspark.sql import functions as F
+
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    def side(path: str, version: int, absent: frozenset[str]) -> tuple[DataFrame, list[Any]]:
+        df = spark.read.format("delta").option("versionAsOf", version).load(path)
+        return df, [F.lit(None).cast(split.column_type(c).spark_ddl()).alias(c) if c in absent else c
+                    for c in split.columns]
+
+    live_df, live_cols = side(split.source.paths.live, split.live.version, split.live_absent)
+    arch_df, arch_cols = side(split.source.paths.archive, split.archive.version, split.archive_absent)
+    at = split.cutoff_time
+    if at is not None:
+        live_df = live_df.where(F.col(PARTITION_COLUMN) >= F.lit(at.date())).where(
+            F.col(split.event_time) >= F.lit(at).cast("timestamp"))
+    return arch_df.select(*arch_cols).unionByName(live_df.select(*live_cols))
 
 
-def split_sql(split: Split) -> str:
-    """The split view as one Spark SQL query: the archive, and live at or after the cutoff (all
-    of live before the first run), each on its pinned version, a visible column a side lacks as
-    a typed NULL. One statement: built with the DataFrame API it cost about four calls into the
-    JVM per column and side."""
-    archive = _side_sql(split, split.source.paths.archive, split.archive.version, split.archive_absent)
-    live = _side_sql(split, split.source.paths.live, split.live.version, split.live_absent)
-    if split.cutoff is not None:
-        day = date_literal(cutoff_time(split.cutoff).date())  # the day first: partitions pruned
-        live += (f" WHERE {spark_ident(PARTITION_COLUMN)} >= {day}"
-                 f" AND {spark_ident(split.event_time)} >= {cutoff_sql(split.cutoff)}")
-    return f"{archive} UNION ALL {live}"
-
-
-def _side_sql(split: Split, path: str, version: int, absent: frozenset[str]) -> str:
-    cols = ", ".join(f"CAST(NULL AS {split.column_type(c).spark_ddl()}) AS {spark_ident(c)}" if c in absent
-                     else spark_ident(c) for c in split.columns)
-    return f"SELECT {cols} FROM {spark_delta(path, version)}"
-
-
-def stored_frames(spark: SparkSession, split: Split, day: dt.date | None = None) -> tuple[DataFrame, DataFrame]:
+def stored_frames(spark: SparkSession, split: Split, day: Any = None) -> tuple[DataFrame, DataFrame]:
     """Every stored row of the split's pinned versions, as (live, archive) with the table's
     visible columns (live rows below the cutoff included, unlike the split view); ``day``: only
     that UTC day's."""
-    cols = ", ".join(spark_ident(c) for c in split.source.definition.visible_columns)
-    where = f" WHERE {spark_ident(PARTITION_COLUMN)} = {date_literal(day)}" if day else ""
+    from pyspark.sql import functions as F
+
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    cols = split.source.definition.visible_columns
 
     def read(path: str, version: int) -> DataFrame:
-        return spark.sql(f"SELECT {cols} FROM {spark_delta(path, version)}{where}")
+        df = spark.read.format("delta").option("versionAsOf", version).load(path).select(*cols)
+        return df.where(F.col(PARTITION_COLUMN) == F.lit(day)) if day else df
 
     return read(split.source.paths.live, split.live.version), read(split.source.paths.archive, split.archive.version)
 
@@ -74,8 +69,10 @@ def stored_frames(spark: SparkSession, split: Split, day: dt.date | None = None)
 def with_cutoff(archive: DataFrame, split: Split) -> DataFrame:
     """Archive rows with the committed cutoff as ``cutoff_ts`` (null before the first run): the
     ``archive`` view of the invariants (lakehouse.quality.invariants)."""
-    at = "CAST(NULL AS TIMESTAMP)" if split.cutoff is None else cutoff_sql(split.cutoff)
-    return archive.selectExpr("*", f"{at} AS cutoff_ts")
+    from pyspark.sql import functions as F
+
+    at = split.cutoff_time
+    return archive.withColumn("cutoff_ts", F.lit(at).cast("timestamp") if at is not None else F.lit(None).cast("timestamp"))
 
 
 def current(spark: SparkSession, t: TableSource) -> Split:
