@@ -71,7 +71,10 @@ def record(target: Path | None = None, master: str = "local[2]") -> Path:
     partial = target.with_name(target.name + ".partial")
     partial.unlink(missing_ok=True)
     set_env("LAKEHOUSE_CLASS_ARCHIVE", "off")  # a JVM cannot map one archive while it writes another
-    spark = get_spark(master, java_options=f"-XX:ArchiveClassesAtExit={partial} {class_archive.QUIET}")
+    # C1 alone: the archive holds classes, not compiled code, and a short workload is recorded
+    # with a third less CPU than with C2 compiling beside it (make's set-up runs it beside others)
+    spark = get_spark(master, java_options=f"-XX:ArchiveClassesAtExit={partial} {class_archive.QUIET} "
+                                           "-XX:TieredStopAtLevel=1")
     jvm = getattr(spark.sparkContext._gateway, "proc", None)  # type: ignore[attr-defined]
     if jvm is None or jvm.stdin is None:
         raise ConfigError("cannot record the class archive: this process did not start the Spark driver")

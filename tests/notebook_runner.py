@@ -122,26 +122,31 @@ def printed(nb: Any) -> list[str]:
     return out
 
 
-def kernel_env(tmpdir: Path) -> dict[str, str]:
+def kernel_env(tmpdir: Path, remote: str | None = None) -> dict[str, str]:
     """The kernel's environment: the caller's, without LAKEHOUSE_*, with this repository first
     on PYTHONPATH, a small local Spark, and ``tmpdir`` as TMPDIR (where a notebook makes its
-    project with ``tempfile.mkdtemp``)."""
+    project with ``tempfile.mkdtemp``). With ``remote`` (a Spark Connect URL) the notebook's
+    lakehouse reaches Spark through that server (``LAKEHOUSE_REMOTE``), as a user's does once a
+    server runs, and its kernel starts no JVM."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     env["TMPDIR"] = str(tmpdir)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(LAKEHOUSE_MASTER=MASTER, LAKEHOUSE_JAVA_OPTS=FAST_JVM, LAKEHOUSE_SHUFFLE_PARTITIONS="2",
                LAKEHOUSE_SPARK_CONF=SMALL_JOBS,
                PYDEVD_DISABLE_FILE_VALIDATION="1")
+    if remote is not None:
+        env["LAKEHOUSE_REMOTE"] = remote
     return env
 
 
-def execute(path: Path, cwd: Path, tmpdir: Path, save: Path | None = None, check_prefix: bool = True) -> Run:
+def execute(path: Path, cwd: Path, tmpdir: Path, save: Path | None = None, check_prefix: bool = True,
+            remote: str | None = None) -> Run:
     """Run the notebook at ``path`` with ``cwd`` as the kernel's working folder and ``tmpdir``
     as its TMPDIR; write the executed notebook to ``save`` when given. Raises CellFailed when a
     cell raises.
 
     ``check_prefix``: first run a cell (not kept) asserting the kernel's ``sys.prefix`` is this
-    interpreter's, i.e. the notebook runs in the project's venv."""
+    interpreter's, i.e. the notebook runs in the project's venv. ``remote``: see kernel_env."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -159,7 +164,7 @@ def execute(path: Path, cwd: Path, tmpdir: Path, save: Path | None = None, check
     )
     started = time.monotonic()
     try:
-        client.execute(env=kernel_env(tmpdir))
+        client.execute(env=kernel_env(tmpdir, remote))
     except CellExecutionError:
         failed = _failed_cell(nb)
         if failed is None:

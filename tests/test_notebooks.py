@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import suite_server
 from tests.notebook_runner import NOTEBOOKS, CellFailed, Run, execute, mask, printed
 
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -142,7 +143,11 @@ CHECKS: dict[str, Callable[[str, Run], None]] = {
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every notebook started at once, each in its own kernel (most of a notebook's time is its
-    kernel's and Spark's start and small jobs waiting on each other): name -> (tmp dir, future)."""
+    kernel's start and small jobs waiting on each other): name -> (tmp dir, future). The kernels
+    reach Spark through the suite's server, as a user's notebook does once ``lakehouse server
+    start`` ran (no JVM of their own); ``make notebooks`` runs them on Spark of their own, and
+    what they print is the same either way (compared with the committed outputs below)."""
+    remote = suite_server()
     pool = ThreadPoolExecutor(max_workers=len(PATHS) or 1)
     out: dict[str, Any] = {}
     for path in PATHS:
@@ -152,7 +157,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         tmp.mkdir()
         copy = work / path.name
         shutil.copy(path, copy)
-        out[path.stem] = (tmp, pool.submit(execute, copy, work, tmp))
+        out[path.stem] = (tmp, pool.submit(execute, copy, work, tmp, remote=remote))
     yield out
     pool.shutdown(wait=True)
 
