@@ -41,11 +41,10 @@ $(VENV)/.installed: pyproject.toml
 
 # The packages' bytecode, compiled once (beside the jars and the class archive under make -j). It
 # matters: where PYTHONDONTWRITEBYTECODE is set, a package without it is compiled again by every
-# process that imports it (about 1.2 s of CPU for each lakehouse command). A few packages ship
-# files that are not Python 3 (test data); those are skipped, as an installer's compile skips them.
+# process that imports it (about 1.2 s of CPU for each lakehouse command).
 $(VENV)/.compiled: $(VENV)/.installed
 	@$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-	  >/dev/null 2>&1 || true
+	  >/dev/null
 	@touch $@
 
 # Delta Lake's JVM jars, resolved once from Maven Central with Maven and handed to Spark via
