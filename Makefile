@@ -19,7 +19,9 @@ XDIST  := -n $(WORKERS) --dist loadscope
 
 all: setup
 
-setup: check-tools $(VENV)/.installed $(VENV)/.compiled $(JARS)/.resolved $(CLASSES)
+# What Spark needs (the packages, Delta's jars, the class archive); `setup` adds the packages' bytecode.
+SPARK_SETUP := check-tools $(VENV)/.installed $(JARS)/.resolved $(CLASSES)
+setup: $(SPARK_SETUP) $(VENV)/.compiled
 
 check-tools:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null || \
@@ -32,11 +34,23 @@ check-tools:
 
 # The packages are installed with uv (from the package index, into the venv): it fetches and
 # unpacks in parallel, in about a third of pip's time for the same packages.
+# pyspark is published as a source archive only, and building its wheel (400 MB of jars, zipped)
+# takes about 15 s of one core. uv built it again at every install here (the index's answers are
+# never fresh in its cache, which grew by the 850 MB wheel each time), so the wheel is built once
+# per machine into the user's cache and every install takes it from there (if that build fails,
+# uv builds it as before).
+WHEELS  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/lakehouse/wheels
+PYSPARK := $(shell sed -n 's/^ *"pyspark==\([^"]*\)".*/\1/p' pyproject.toml)
 $(VENV)/.installed: pyproject.toml
 	@echo ">> creating $(VENV) and installing lakehouse (first run takes a few minutes)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]'
+	$(BIN)/pip install --quiet uv
+	@ls "$(WHEELS)"/pyspark-$(PYSPARK)-*.whl >/dev/null 2>&1 || { \
+	  echo ">> building pyspark $(PYSPARK)'s wheel once into $(WHEELS)"; \
+	  mkdir -p "$(WHEELS)" && tmp=$$(mktemp -d "$(WHEELS)/.build.XXXXXX") && \
+	  { $(BIN)/pip wheel --quiet --no-deps --wheel-dir "$$tmp" "pyspark==$(PYSPARK)" && mv "$$tmp"/pyspark-*.whl "$(WHEELS)/" \
+	    || echo "note: could not build pyspark's wheel; uv builds it"; }; rm -rf "$$tmp"; }
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --find-links "$(WHEELS)" -e '.[test]'
 	@touch $@
 
 # The packages' bytecode, compiled once (beside the jars and the class archive under make -j). It
@@ -95,15 +109,17 @@ $(CLASSES): $(JARS)/.resolved
 demo: setup
 	$(BIN)/lakehouse demo --reset
 
-# The set-up, the S3 extras and lint at once (lint and the packages' bytecode need only the venv:
-# they run beside Maven, javac and the class archive's recording), then the suite.
+# Spark's set-up, the S3 extras and lint at once (lint needs only the venv: it runs beside Maven,
+# javac and the class archive's recording), then the suite. The suite writes the packages' bytecode
+# as its processes import them (PYTHONDONTWRITEBYTECODE off): the few hundred modules they use,
+# where `setup` compiles every installed file (about 38 s of CPU, most of it never imported).
 test: check-tools
-	@$(MAKE) --no-print-directory -j4 setup s3 lint
+	@$(MAKE) --no-print-directory -j4 $(SPARK_SETUP) $(S3JARS)/classpath.txt $(S3JARS)/lakehouse-delta-s3.jar lint
 	@$(MAKE) --no-print-directory bytecode
-	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
-test-fast: setup bytecode
-	$(BIN)/python -m pytest $(XDIST) -m "not spark and not slow" $(PYTEST_ARGS)
+test-fast: $(SPARK_SETUP) bytecode
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest $(XDIST) -m "not spark and not slow" $(PYTEST_ARGS)
 
 # lakehouse's and the tests' own bytecode, compiled once before a run: the suite starts hundreds of
 # Python processes (commands, Spark's Python workers), and each would otherwise compile what it

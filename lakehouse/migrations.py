@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import importlib.util
 import logging
 import re
 import time
 import traceback
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -319,12 +319,13 @@ class MigrationContext:
 
 
 def _load_upgrade(m: Migration) -> Callable[[MigrationContext], None]:
-    spec = importlib.util.spec_from_file_location(f"lakehouse_migration_{m.version:04d}", m.path)
-    if spec is None or spec.loader is None:
-        raise MigrationError(f"migrations/{m.path.name}: cannot be loaded")
-    module = importlib.util.module_from_spec(spec)
+    """The migration's ``upgrade``, from its source as it is now: compiled here, never from a
+    ``__pycache__`` file (one written in the same second by a version of the same size would be
+    taken for it) and leaving none in the project's migrations folder."""
+    module = types.ModuleType(f"lakehouse_migration_{m.version:04d}")
+    module.__file__ = str(m.path)
     try:
-        spec.loader.exec_module(module)
+        exec(compile(m.path.read_bytes(), str(m.path), "exec"), module.__dict__)  # noqa: S102 - the project's own code
     except Exception as e:  # noqa: BLE001 - a user's module may raise anything on import
         raise MigrationError(f"migrations/{m.path.name}: failed to import: {type(e).__name__}: {e}") from None
     upgrade = getattr(module, "upgrade", None)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from lakehouse.errors import MigrationError
@@ -138,6 +141,33 @@ def test_discovery_rejects_bad_names_and_duplicates(tmp_path):
     (d / "1_short.py").write_text("")
     with pytest.raises(MigrationError, match=r"migrations/1_short.py: bad file name"):
         discover(d)
+
+
+def test_a_migration_is_run_from_its_source_as_it_is_now_and_its_import_errors_are_one_line(tmp_path, monkeypatch):
+    """Loaded from the file's bytes at the time, whatever Python would cache: a version rewritten
+    in the same second with the same size is the one run, and no __pycache__ lands in the project;
+    an import that fails is one line naming the file and the error."""
+    from lakehouse.migrations import _load_upgrade
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as Python runs by default
+    d = tmp_path / "migrations"
+    d.mkdir()
+    path = d / "0001_a.py"
+    for value in ("1", "2", "3"):  # same size, same second, same mtime (pinned)
+        path.write_text(f"def upgrade(ctx):\n    ctx.append({value})\n")
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+        got: list[int] = []
+        _load_upgrade(discover(d)[0])(got)  # type: ignore[arg-type]
+        assert got == [int(value)]
+    assert not (d / "__pycache__").exists()
+    for body, error in (("def upgrade(ctx):\n  return (\n", "SyntaxError"),
+                        ("import no_such_module_here\n", "ModuleNotFoundError: No module named 'no_such_module_here'"),
+                        ("raise ValueError('bad setting')\ndef upgrade(ctx): pass\n", "ValueError: bad setting")):
+        path.write_text(body)
+        with pytest.raises(MigrationError) as e:
+            _load_upgrade(discover(d)[0])
+        assert str(e.value).startswith(f"migrations/0001_a.py: failed to import: {error}"), str(e.value)
+        assert "\n" not in str(e.value)
 
 
 def test_migration_without_upgrade_is_refused(project, spark):
