@@ -373,6 +373,51 @@ def test_duckdb_sandbox_reads_only_the_tables(tmp_path):
     assert not (tmp_path / "out.csv").exists()
 
 
+def test_an_extension_file_is_signature_checked_once_and_again_once_it_changed(tmp_path, monkeypatch):
+    """The first connection of a process loads the delta extension with DuckDB's signature check;
+    later ones skip the check only for the same file unchanged: a copy tampered with after a good
+    load, or a tampered file first seen, is refused; a sandboxed connection loads nothing."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from lakehouse.query import duckdb as duck
+
+    good = duck.extension_path("delta")
+    copy = tmp_path / "delta.duckdb_extension"
+    shutil.copyfile(good, copy)
+    monkeypatch.setattr(duck, "_SIGNED", set())
+    monkeypatch.setattr(duck, "extension_path", lambda name="delta": str(copy))
+    for _ in range(3):
+        con = duck.connect()
+        assert con.execute("SELECT count(*) FROM duckdb_extensions() WHERE loaded AND extension_name = 'delta'"
+                           ).fetchone() == (1,)
+        con.close()
+    assert [k[0] for k in duck._SIGNED] == [str(copy)]
+
+    def tamper(path: Path, at: int) -> None:  # a new file in its place (a loaded library is never written)
+        body = bytearray(path.read_bytes())
+        body[at] ^= 0xFF
+        fresh = path.with_name(path.name + ".new")
+        fresh.write_bytes(bytes(body))
+        os.replace(fresh, path)
+
+    tamper(copy, 4096)
+    with pytest.raises(Exception, match="signature"):
+        duck.connect()
+    monkeypatch.setattr(duck, "_SIGNED", set())  # a process whose first sight is a tampered file
+    with pytest.raises(Exception, match="signature"):
+        duck.connect()
+    tamper(copy, 4096)  # the original bytes again: checked, and good
+    con = duck.connect()
+    duck.sandbox(con, [])
+    other = tmp_path / "other.duckdb_extension"
+    shutil.copyfile(good, other)
+    for sql in (f"LOAD '{other}'", "INSTALL httpfs", "LOAD httpfs", "SET allow_unsigned_extensions = false"):
+        with pytest.raises(Exception):  # noqa: B017 - DuckDB's permission and lock errors
+            con.execute(sql)
+
+
 # -- both engines through Lakehouse.query (real Spark, real DuckDB) ------------------------------
 
 
