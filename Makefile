@@ -116,8 +116,7 @@ demo: setup
 # Lint and the collection run niced: the class archive's recording is the set-up's longest step.
 test: check-tools
 	@$(MAKE) --no-print-directory -j4 $(SPARK_SETUP) $(S3JARS)/classpath.txt $(S3JARS)/lakehouse-delta-s3.jar \
-	  lint collected NICE="nice -n 10"
-	@$(MAKE) --no-print-directory bytecode
+	  lint collected bytecode NICE="nice -n 10"
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 # The bytecode of what every pytest worker imports to collect the suite (pytest, hypothesis,

@@ -80,14 +80,14 @@ def connect(s3: S3 | None = None) -> Any:
     s3 = s3 or objectstore.configured()
     files = [extension_path("delta"), *(extension_path(n) for n in DUCKDB_EXTENSIONS if s3 is not None)]
     known = [_identity(f) for f in files]
-    checked = all(k in _SIGNED for k in known)
-    con = duckdb.connect(":memory:", config={"allow_unsigned_extensions": True} if checked else {})
+    if not all(k in _SIGNED for k in known):
+        with duckdb.connect(":memory:") as checking:  # DuckDB's default: every LOAD's signature checked
+            for f in files:
+                checking.execute(f"LOAD '{literal_body(f)}'")
+        _SIGNED.update(known)
+    con = duckdb.connect(":memory:", config={"allow_unsigned_extensions": True})
     for f in files:
         con.execute(f"LOAD '{literal_body(f)}'")
-    if not checked:
-        _SIGNED.update(known)
-        con.close()  # loaded with signatures checked; the connection handed out is made alike
-        return connect(s3)
     if s3 is not None:
         con.execute(s3.duckdb_secret())
     con.execute("SET TimeZone = 'UTC'")
