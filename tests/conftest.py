@@ -78,20 +78,28 @@ event_time: at
 
 
 # -- how the suite spreads over pytest-xdist's workers (make test) --------------------------------
-# A scope runs on one worker, its module fixtures built once: a test module, or a test of APART
-# (independent of its module's fixtures) on its own, so that it can run beside its module. Scopes
+# A scope runs on one worker, its module fixtures built once: a test module, a test of APART
+# (independent of its module's fixtures) on its own, so that it can run beside its module, or a
+# group of TOGETHER (tests that share an expensive session fixture, built once then). Scopes
 # start heaviest first: a heavy scope started last is the whole run's tail. (xdist's loadgroup
 # cannot do this: it renames tests, which pytest 9.2 no longer takes.)
 APART = (
     "tests/test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again",
     "tests/test_stream_kills.py::test_random_kills_lose_and_double_nothing[",
     "tests/test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse",
-    "tests/test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing",
-    "tests/test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing",
-    "tests/test_s3.py::test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_on_s3_at_once",
     "tests/test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none",
-    "tests/test_s3.py::test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_day",
 )
+TOGETHER = {
+    "tests/test_s3.py::on the S3 Spark Connect server": (
+        "tests/test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing",
+        "tests/test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing",
+        "tests/test_s3.py::test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_on_s3_at_once",
+        "tests/test_s3.py::test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_day",
+    ),
+}
+"""Tests apart from their module that share one scope (its name, then theirs): the tests of the
+``s3_spark`` fixture run on one worker, so the suite starts one S3 Spark Connect server (a JVM of
+about 30 CPU-s), not one per worker."""
 SCOPE_SECONDS = {
     "test_archive_safety.py": 275, "test_stream_crash.py": 275, "test_jobs_processes.py": 305,
     "test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again": 80,
@@ -107,11 +115,8 @@ SCOPE_SECONDS = {
     "test_server.py": 220, "test_format_contract.py": 55, "test_no_spark.py": 30, "test_tour.py": 50,
     "test_bench_cli.py": 45, "test_bench_runs.py": 150, "test_purge.py": 30, "test_small_commits.py": 30,
     "test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse": 230,
-    "test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing": 90,
-    "test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing": 60,
-    "test_s3.py::test_two_producers_in_processes_of_their_own_and_an_archive_write_one_table_on_s3_at_once": 50,
+    "test_s3.py::on the S3 Spark Connect server": 220,
     "test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none": 45,
-    "test_s3.py::test_bench_archive_on_s3_reports_both_ratios_and_the_requests_per_archived_day": 75,
     "test_s3.py": 40,
 }
 """Seconds each scope took in a `make test` of two workers on this machine (the order they start
@@ -119,7 +124,11 @@ in; an unlisted scope is light and starts after these)."""
 
 
 def scope_of(nodeid: str) -> str:
-    """The scope of a test: its module, or the test itself when APART names it."""
+    """The scope of a test: its group when TOGETHER names it, the test itself when APART does,
+    else its module."""
+    for group, members in TOGETHER.items():
+        if nodeid.startswith(members):
+            return group
     return nodeid if nodeid.startswith(APART) else nodeid.split("::", 1)[0]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse.spark import session
+from tests.conftest import FAST_JVM
 
 
 def test_log4j_configuration_is_a_file_that_exists() -> None:
@@ -97,7 +98,7 @@ def test_a_spark_driver_maps_the_class_archive_setup_recorded(tmp_path) -> None:
     assert class_archive.default_path().is_file(), "make setup records the class archive"
     log = tmp_path / "classes.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    env["LAKEHOUSE_JAVA_OPTS"] = f"-Xlog:class+load=info:file={log}"
+    env["LAKEHOUSE_JAVA_OPTS"] = f"{FAST_JVM} -Xlog:class+load=info:file={log}"
     code = ("from lakehouse.spark.session import get_spark; s = get_spark('local[1]'); "
             "s.sql('CREATE TABLE t (a INT) USING delta LOCATION \\'%s\\''); print(s.range(3).count())" % (tmp_path / "t"))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
