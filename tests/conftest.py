@@ -3,11 +3,13 @@ built in temporary folders."""
 
 from __future__ import annotations
 
+import atexit
 import csv
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -186,12 +188,35 @@ class Project:
         return p
 
     def create(self, *tables: str) -> "Project":
-        """Add a create migration per table and migrate."""
+        """Add a create migration per table and migrate. A new warehouse whose project (tables,
+        migrations, settings) this test process migrated before is a copy of what that migrate
+        made (``_MIGRATED``): the same files, made by a real ``migrate``, without its Spark jobs."""
         n = len(list((self.root / "migrations").glob("*.py")))
         for i, t in enumerate(tables, start=n + 1):
             self.migration(f"{i:04d}_create_{t}.py", f"def upgrade(ctx):\n    ctx.create_table({t!r})\n")
-        self.lh.migrate()
+        warehouse = Path(self.settings.warehouse)
+        if warehouse.exists() or not warehouse.is_absolute():
+            self.lh.migrate()
+            return self
+        key = self._migrated_key()
+        made = _MIGRATED.get(key)
+        if made is None:
+            self.lh.migrate()
+            if "root" not in _MIGRATED:
+                _MIGRATED["root"] = Path(tempfile.mkdtemp(prefix="lakehouse-migrated-"))
+                atexit.register(shutil.rmtree, _MIGRATED["root"], True)
+            made = _MIGRATED["root"] / str(len(_MIGRATED))
+            shutil.copytree(warehouse, made)
+            _MIGRATED[key] = made
+        else:  # files dated now, as a migrate now would date them (Delta dates a commit by its file)
+            shutil.copytree(made, warehouse, copy_function=shutil.copyfile)
         return self
+
+    def _migrated_key(self) -> tuple[tuple[str, str], ...]:
+        """What a migrate of a new warehouse depends on: the project's definitions, migrations and settings."""
+        files = [*sorted((self.root / "tables").glob("*")), *sorted((self.root / "migrations").glob("*")),
+                 self.root / "pyproject.toml"]
+        return tuple((str(f.relative_to(self.root)), f.read_text()) for f in files if f.is_file())
 
     def csv(self, name: str, header: list[str], rows: list[list[Any]]) -> str:
         p = self.root / "data" / name
@@ -232,6 +257,9 @@ def repo_copy(tmp_path: Path) -> Project:
 _OTHER = sys.modules.get("tests.conftest" if __name__ == "conftest" else "conftest")
 _SERVER: dict[str, Any] = _OTHER._SERVER if hasattr(_OTHER, "_SERVER") else {}
 _SERVER_LOCK: Any = _OTHER._SERVER_LOCK if hasattr(_OTHER, "_SERVER_LOCK") else threading.Lock()
+_MIGRATED: dict[Any, Path] = _OTHER._MIGRATED if hasattr(_OTHER, "_MIGRATED") else {}
+"""The warehouses ``Project.create`` migrated in this test process, by what each migrate depended
+on (``Project._migrated_key``), kept in one temporary folder (``"root"``) until the process ends."""
 
 
 def suite_server() -> str:
