@@ -59,14 +59,24 @@ class Run:
         return [c for c in self.notebook.cells if c.cell_type == "code"]
 
     def text(self) -> str:
-        """Everything the code cells printed (streams and plain-text results), in order."""
-        parts = []
+        """Everything the code cells printed (streams and plain-text results), in order. A
+        stream's consecutive outputs are one text: the kernel sends what a cell prints in pieces,
+        as it flushes (under load a ``print`` may be cut between two of them)."""
+        parts: list[str] = []
+        stream = None
         for cell in self.code_cells():
             for out in cell.get("outputs", []):
                 if out.output_type == "stream":
-                    parts.append(out.text)
-                elif out.output_type in ("execute_result", "display_data"):
+                    if stream == out.name:
+                        parts[-1] += out.text
+                    else:
+                        parts.append(out.text)
+                    stream = out.name
+                    continue
+                if out.output_type in ("execute_result", "display_data"):
                     parts.append(out.get("data", {}).get("text/plain", ""))
+                stream = None
+            stream = None
         return "\n".join(parts)
 
     def images(self) -> int:

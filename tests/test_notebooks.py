@@ -197,3 +197,19 @@ def test_every_notebook_is_collected() -> None:
     stems = {p.stem for p in PATHS}
     assert {"01_quickstart", "02_archive_internals", "03_operations"} <= stems
     assert set(CHECKS) <= stems
+
+
+def test_a_print_the_kernel_sent_in_pieces_reads_as_one_line() -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print('events:', 'attach 2')")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="events:"),
+                    nbformat.v4.new_output("stream", name="stdout", text=" attach 2\n"),
+                    nbformat.v4.new_output("stream", name="stderr", text="warning\n"),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": "3"}, execution_count=1),
+                    nbformat.v4.new_output("stream", name="stdout", text="after\n")]
+    nb.cells = [cell, nbformat.v4.new_code_cell("print('x')")]
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n")]
+    assert Run(nb, 0.0).text() == "events: attach 2\n\nwarning\n\n3\nafter\n\nx\n"
+    assert grab(Run(nb, 0.0).text(), r"events: (.*)") == ("attach 2",)
