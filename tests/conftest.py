@@ -117,7 +117,7 @@ SCOPE_SECONDS = {
     "test_server.py": 220, "test_format_contract.py": 55, "test_no_spark.py": 30, "test_tour.py": 50,
     "test_bench_cli.py": 45, "test_bench_runs.py": 150, "test_purge.py": 30, "test_small_commits.py": 30,
     "test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse": 230,
-    "test_s3.py::on the S3 Spark Connect server": 220,
+    "test_s3.py::on the S3 Spark Connect server": 155,
     "test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none": 45,
     "test_s3.py": 40,
 }
