@@ -254,3 +254,27 @@ def test_two_migrates_of_one_warehouse_at_once_apply_each_migration_once(project
     applied = sorted(json.loads(out)["applied"] for out, _ in outs)
     assert applied == [[], ["0001_create_trips", "0002_create_clicks"]]
     assert [h.name for h in read_history(project.settings.warehouse)] == applied[1]
+
+
+def test_a_warehouse_the_suite_copies_instead_of_migrating_again_reads_as_a_fresh_migrate(spark, tmp_path):
+    """``Project.create`` (tests/conftest.py) copies a warehouse its process migrated before for the
+    same project: each part has the same schema, partitioning and properties, the history the same
+    migrations, no drift, and its commits are dated now (Delta dates a commit by its file)."""
+    import dataclasses
+    import time
+    from pathlib import Path
+
+    from tests.conftest import _MIGRATED, Project
+
+    first = Project(tmp_path / "first").table(TRIPS_SMALL).create("trips")
+    started = time.time()
+    second = Project(tmp_path / "second").table(TRIPS_SMALL).create("trips")
+    assert second._migrated_key() in _MIGRATED  # a copy
+    for part in ("live", "archive", "rejects"):
+        a, b = (getattr(p.lh.paths("trips"), part) for p in (first, second))
+        copied, made = describe(b), describe(a)
+        assert copied is not None and dataclasses.replace(copied, path=a) == made
+        assert all(f.stat().st_mtime >= started - 1 for f in (Path(b) / "_delta_log").glob("*.json"))
+    assert [h.name for h in read_history(second.settings.warehouse)] == ["0001_create_trips"]
+    assert drift(second.lh.definition("trips"), second.lh.paths("trips")) == []
+    assert second.lh.query("SELECT count(*) AS n FROM trips", "spark").to_pylist() == [{"n": 0}]
