@@ -63,20 +63,16 @@ class Run:
         stream's consecutive outputs are one text: the kernel sends what a cell prints in pieces,
         as it flushes (under load a ``print`` may be cut between two of them)."""
         parts: list[str] = []
-        stream = None
         for cell in self.code_cells():
+            stream = None  # the stream of the cell's previous output, if it was one
             for out in cell.get("outputs", []):
-                if out.output_type == "stream":
-                    if stream == out.name:
-                        parts[-1] += out.text
-                    else:
-                        parts.append(out.text)
-                    stream = out.name
-                    continue
-                if out.output_type in ("execute_result", "display_data"):
+                if out.output_type == "stream" and out.name == stream:
+                    parts[-1] += out.text
+                elif out.output_type == "stream":
+                    parts.append(out.text)
+                elif out.output_type in ("execute_result", "display_data"):
                     parts.append(out.get("data", {}).get("text/plain", ""))
-                stream = None
-            stream = None
+                stream = out.name if out.output_type == "stream" else None
         return "\n".join(parts)
 
     def images(self) -> int:
