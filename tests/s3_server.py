@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
+import sys
 import tempfile
 import threading
 import time
@@ -50,14 +52,17 @@ def main() -> None:
     host, port = server.server_address[:2]
     print(f"http://{host}:{port}", flush=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    while True:  # a server that outlives its test run is no use
-        time.sleep(1)
-        try:
-            os.kill(args.owner, 0)
-        except ProcessLookupError:
-            break
-    server.shutdown()
-    os.remove(recording.name)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # S3Server.stop: leave no recording behind
+    try:
+        while True:  # a server that outlives its test run is no use
+            time.sleep(1)
+            try:
+                os.kill(args.owner, 0)
+            except ProcessLookupError:
+                break
+        server.shutdown()
+    finally:
+        os.remove(recording.name)
 
 
 if __name__ == "__main__":

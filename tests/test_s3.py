@@ -252,7 +252,8 @@ def test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse(s3_s
     for d in ("tables", "migrations", "queries"):
         shutil.copytree(repo_copy.root / d, other / d)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    env.update(LAKEHOUSE_MASTER=spark_cluster, LAKEHOUSE_JAVA_OPTS=FAST_JVM,
+    (tmp_path / "tmp").mkdir()  # its temporary files (the package's zip, GE's project), ended with os._exit
+    env.update(TMPDIR=str(tmp_path / "tmp"), LAKEHOUSE_MASTER=spark_cluster, LAKEHOUSE_JAVA_OPTS=FAST_JVM,
                LAKEHOUSE_SPARK_CONF=f"{SMALL_JOBS} {SMALL_CLUSTER} spark.executor.memory=1g "
                                     f"spark.executor.extraJavaOptions='{FAST_JVM}'")
     # the cluster's telling runs in a process of its own while this one tells the story locally

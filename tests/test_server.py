@@ -7,6 +7,7 @@ pyspark's own. The same commands run against a server and in-process give the sa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -125,14 +126,16 @@ def test_a_server_of_another_warehouse_is_not_used(running):
 
 
 def test_a_stale_record_is_noticed_with_one_line_and_ignored(tmp_path):
+    """A server killed outright leaves its record and scratch behind (SIGKILL runs no clean-up);
+    here they are those of a process that has ended, as ``serve`` writes them."""
     root = repo_project(tmp_path / "proj")
-    started = lakehouse(root, "server", "start", "--format", "json", env={"LAKEHOUSE_MASTER": "local[1]"})
-    assert started.returncode == 0, started.stderr
-    pid = json.loads(started.stdout)["pid"]
-    os.killpg(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while server._alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)
+    rec = server.ServerRecord(port=server._free_port(), pid=pid, token="t", project=str(root),
+                              warehouse=str(root / "warehouse"), master="local[1]", started="2026-11-28T00:00:00+00:00",
+                              log=str(root / ".lakehouse" / "server.log"))
+    (server.folder(root) / "tmp" / "blockmgr-1").mkdir(parents=True)
+    server.record_path(root).write_text(json.dumps(dataclasses.asdict(rec)))
     st = json.loads(lakehouse(root, "server", "status", "--format", "json").stdout)
     assert st["state"] == "not usable" and "is gone" in st["commands_use"]
     p = lakehouse(root, "migrate", "--format", "json", env={"LAKEHOUSE_MASTER": "local[1]"})
@@ -141,6 +144,7 @@ def test_a_stale_record_is_noticed_with_one_line_and_ignored(tmp_path):
     assert len(notes) == 1 and f"its process {pid} is gone" in notes[0]
     stopped = json.loads(lakehouse(root, "server", "stop", "--format", "json").stdout)
     assert stopped["state"] == "stopped" and not server.record_path(root).exists()
+    assert not (root / ".lakehouse" / "tmp").exists()  # the killed server's scratch went with its record
     assert json.loads(lakehouse(root, "server", "stop", "--format", "json").stdout)["state"] == "not running"
 
 

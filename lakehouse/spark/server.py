@@ -91,6 +91,11 @@ def record_path(project: Path) -> Path:
     return project / FOLDER / "server.json"
 
 
+def scratch_path(project: Path) -> Path:
+    """The server JVM's scratch (Spark's local dirs, session artifacts), emptied on each start."""
+    return project / FOLDER / "tmp"
+
+
 def read_record(project: Path) -> ServerRecord | None:
     """The project's server record, or None when there is none (or it is unreadable)."""
     try:
@@ -235,6 +240,7 @@ def stop(settings: Settings, timeout: float = 60.0) -> ServerRecord | None:
         if _alive(rec.pid):
             _kill(rec.pid)
     record_path(settings.project).unlink(missing_ok=True)
+    storage.remove_tree(str(scratch_path(settings.project)))  # a killed server's (a stopped one removed its own)
     return rec
 
 
@@ -277,7 +283,7 @@ def serve(project: str, warehouse: str, master: str, port: int) -> None:
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     # the JVM's scratch (Spark's local dirs, session artifacts) in the project's private folder,
     # emptied on each start: a server killed outright leaves nothing behind in the system's /tmp
-    scratch = Path(project) / FOLDER / "tmp"
+    scratch = scratch_path(Path(project))
     storage.remove_tree(str(scratch))
     scratch.mkdir(mode=0o700, parents=True)
     quoted = '"' + str(scratch).replace("\\", "\\\\").replace('"', '\\"') + '"'  # Spark splits options like a shell

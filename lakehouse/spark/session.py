@@ -305,10 +305,14 @@ def stop_spark() -> None:
 
 
 def _package_zip() -> str:
-    """The lakehouse package as a zip for ``addPyFile`` (built once per process)."""
+    """The lakehouse package as a zip for ``addPyFile`` or ``addArtifacts`` (built once per session),
+    in a temporary folder removed when the process ends (Spark serves the file to executors from
+    there while the session lives)."""
+    import atexit
     import shutil
     import tempfile
 
     pkg = PACKAGE
-    out = Path(tempfile.mkdtemp(prefix="lakehouse-pkg-")) / "lakehouse"
-    return shutil.make_archive(str(out), "zip", root_dir=pkg.parent, base_dir=pkg.name)
+    folder = tempfile.mkdtemp(prefix="lakehouse-pkg-")
+    atexit.register(shutil.rmtree, folder, True)
+    return shutil.make_archive(str(Path(folder) / "lakehouse"), "zip", root_dir=pkg.parent, base_dir=pkg.name)
