@@ -297,9 +297,5 @@ class AtomicIpcWriter:
 
 
 def read(path: str) -> pa.Table:
-    """A vector file as a table (memory-mapped when local: nothing is decoded up front)."""
-    fs, p = filesystem(path)
-    if isinstance(fs, pafs.LocalFileSystem):
-        return ipc.open_file(pa.memory_map(p, "r")).read_all()
-    with fs.open_input_file(p) as f:
-        return ipc.open_file(f).read_all()
+    """A vector file as a table (read whole, or memory-mapped when large: ``storage.arrow_buffer``)."""
+    return ipc.open_file(storage.arrow_buffer(path)).read_all()

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakehouse import objectstore
@@ -106,6 +107,24 @@ def arrow_input(path: str) -> Any:
     if fs.get_file_info(p).type != pafs.FileType.File:
         raise FileNotFoundError(path)
     return fs.open_input_file(p)
+
+
+MAP_BYTES = 16 << 20
+"""``arrow_buffer`` memory-maps a local file from this size on, and reads a smaller one at once."""
+
+
+def arrow_buffer(path: str) -> Any:
+    """A whole file as a pyarrow buffer (Arrow IPC readers take it): a small local file read at
+    once (a memory map costs several times that in system calls for a file of a few kilobytes), a
+    large one memory-mapped (nothing is read up front), an object in one GET (``read_bytes``).
+    FileNotFoundError when it is missing."""
+    local = local_path(path)
+    if local is None:
+        return pa.py_buffer(read_bytes(path))
+    if os.path.getsize(local) >= MAP_BYTES:
+        return pa.memory_map(local, "r")
+    with open(local, "rb") as f:
+        return pa.py_buffer(f.read())
 
 
 def exists(path: str) -> bool:
