@@ -55,11 +55,13 @@ def _views(spark: "SparkSession", source: "TableSource", split: "Split", scope: 
     if day and scope == "all":
         rows = rows.where(F.col(PARTITION_COLUMN) == F.lit(day))
     stored = {"all": live.unionByName(arch), "live": live, "archive": arch}[scope]
+    tagged = spark_q.tagged(split, live if scope != "archive" else None, arch if scope != "live" else None)
     tag = f"_lhq_{d.name}_{uuid.uuid4().hex[:6]}"
-    names = {"view": f"{tag}_rows", "archive": f"{tag}_archive", "stored": f"{tag}_stored"}
+    names = {"view": f"{tag}_rows", "archive": f"{tag}_archive", "stored": f"{tag}_stored", "tagged": f"{tag}_tagged"}
     rows.createOrReplaceTempView(names["view"])
     arch_cut.createOrReplaceTempView(names["archive"])
     stored.createOrReplaceTempView(names["stored"])
+    tagged.createOrReplaceTempView(names["tagged"])
     versions = {"live_version": split.live.version, "archive_version": split.archive.version,
                 "cutoff": split.cutoff}
     return names, rows, versions
@@ -85,7 +87,7 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
         rows = rows.persist()
     try:
         report.checks += run_invariants(spark, d, names["view"], None if scope == "live" else names["archive"],
-                                         names["stored"])
+                                         names["stored"], names["tagged"])
         if files is not None:
             for c in [files.sorted_check(), files.vector_check()]:
                 report.checks.append(_from_verify(c))

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import QualityGateFailed, first_line
 from lakehouse.quality import gx
-from lakehouse.quality.invariants import Invariant, count_sql, row_invariants
+from lakehouse.quality.invariants import (
+    IN_ARCHIVE,
+    IN_VIEW,
+    Invariant,
+    count_sql,
+    counts_sql,
+    row_invariants,
+)
 from lakehouse.quality.model import CheckResult, Report
 from lakehouse.quality.results import record
 
@@ -26,15 +33,16 @@ SAMPLE = gx.SAMPLE
 
 
 def run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archive: str | None,
-                   stored: str) -> list[CheckResult]:
+                   stored: str, tagged: str) -> list[CheckResult]:
     """The row invariants over the views ``view`` (rows in scope), ``archive`` (archived rows
-    with their cutoff) and ``stored`` (every stored row), as check results."""
+    with their cutoff), ``stored`` (every stored row) and ``tagged`` (lakehouse.quality.invariants),
+    as check results."""
     from lakehouse.output import json_value
     from lakehouse.spark.session import QUERIES_AT_ONCE
 
     invariants = row_invariants(d, view, archive, stored)
-    try:  # every count in one query (its scalar subqueries run at once); rows only of those that fail
-        first = spark.sql("SELECT " + ", ".join(f"({count_sql(inv)}) AS c{i}" for i, inv in enumerate(invariants))).first()
+    try:  # every count in one query, one read of the rows; rows only of those that fail
+        first = spark.sql(counts_sql(d, tagged, archive is not None)).first()
         counts: list[int | None] = [int(n) for n in first] if first is not None else [None] * len(invariants)
     except Exception:  # noqa: BLE001 - asked one by one below, so each that cannot run says why
         counts = [None] * len(invariants)
@@ -64,13 +72,15 @@ def gate(spark: "SparkSession", d: TableDefinition, staged: "DataFrame", cutoff_
     tag = f"_lhq_{d.name}_{uuid.uuid4().hex[:6]}"
     rows = staged.select(*d.visible_columns)
     rows.createOrReplaceTempView(f"{tag}_rows")
-    rows.withColumn("cutoff_ts", F.lit(cutoff_at).cast("timestamp")).createOrReplaceTempView(f"{tag}_archive")
+    archive = rows.withColumn("cutoff_ts", F.lit(cutoff_at).cast("timestamp"))
+    archive.createOrReplaceTempView(f"{tag}_archive")
+    archive.withColumns({IN_VIEW: F.lit(True), IN_ARCHIVE: F.lit(True)}).createOrReplaceTempView(f"{tag}_tagged")
     try:
-        report.checks += run_invariants(spark, d, f"{tag}_rows", f"{tag}_archive", f"{tag}_rows")
+        report.checks += run_invariants(spark, d, f"{tag}_rows", f"{tag}_archive", f"{tag}_rows", f"{tag}_tagged")
         report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.staged", f"tables/{d.name}.yaml",
                                      docs=True)
     finally:
-        for n in ("rows", "archive"):
+        for n in ("rows", "archive", "tagged"):
             spark.catalog.dropTempView(f"{tag}_{n}")
     report.docs = gx.docs_index(warehouse) if d.quality else None
     record(warehouse, report, "archive")

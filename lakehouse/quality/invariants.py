@@ -8,6 +8,11 @@ transpiled, on DuckDB:
 - ``archive``: archive rows with the committed cutoff as ``cutoff_ts``;
 - ``stored``: every stored row of the scope, live rows below the cutoff included (those still
   wait for an archive run, and a key that changed day shows there first).
+
+Their counts come from one more view, ``tagged``: every stored row of the scope once, with
+``IN_VIEW`` (the rows in scope hold it), ``IN_ARCHIVE`` (an archive row) and ``cutoff_ts``, so
+``counts_sql`` counts every invariant in one read of the rows; the offending rows themselves are
+asked for only of an invariant that fails.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ EVENT_DATE = "event_date is the UTC day of the event time"
 KEY_ONE_DAY = "a key never changes day"
 SORTED = "archive days sorted"
 VECTORS = "vector files decode to their day"
+IN_VIEW = "_lh_in_view"
+"""Column of the ``tagged`` view: the row is one of the rows in scope."""
+IN_ARCHIVE = "_lh_in_archive"
+"""Column of the ``tagged`` view: the row is an archive row (``cutoff_ts`` is the archive's cutoff)."""
 
 
 @dataclass(frozen=True)
@@ -58,3 +67,30 @@ def row_invariants(d: TableDefinition, view: str, archive: str | None, stored: s
 def count_sql(inv: Invariant) -> str:
     """SQL counting the rows that break ``inv`` (one row, column ``violations``)."""
     return f"SELECT count(*) AS violations FROM ({inv.rows_sql}) v"
+
+
+def counts_sql(d: TableDefinition, tagged: str, archive: bool, distinct_keys: bool = False) -> str:
+    """One query counting the violations of every row invariant (``row_invariants`` with an
+    archive view when ``archive``) over the ``tagged`` view, read once: columns ``c0``, ``c1``,
+    ... in ``row_invariants``' order; with ``distinct_keys``, first the number of distinct keys
+    of the rows in scope. Spark SQL that transpiles to DuckDB."""
+    et = spark_ident(d.event_time)
+
+    def count(cond: str) -> str:
+        return f"CAST(coalesce(sum(CASE WHEN {cond} THEN 1 ELSE 0 END), 0) AS BIGINT)"
+
+    bad_cut = f"{IN_ARCHIVE} AND {et} >= cutoff_ts"
+    bad_date = f"{PARTITION_COLUMN} <> CAST({et} AS DATE)"
+    if d.has_key:
+        keys = ", ".join(spark_ident(k) for k in d.primary_key)
+        source = (f"(SELECT {count(IN_VIEW)} AS copies, count(DISTINCT {PARTITION_COLUMN}) AS days, "
+                  f"{count(bad_cut)} AS bad_cut, {count(bad_date)} AS bad_date FROM {tagged} GROUP BY {keys}) k")
+        parts = [count("copies > 0")] if distinct_keys else []
+        parts.append(count("copies > 1"))
+        if archive:
+            parts.append("CAST(coalesce(sum(bad_cut), 0) AS BIGINT)")
+        parts += ["CAST(coalesce(sum(bad_date), 0) AS BIGINT)", count("days > 1")]
+    else:
+        source = tagged
+        parts = ([count(bad_cut)] if archive else []) + [count(bad_date)]
+    return "SELECT " + ", ".join(f"{p} AS c{i}" for i, p in enumerate(parts)) + f" FROM {source}"

@@ -115,11 +115,19 @@ def view_sql(split: Split) -> str:
 
     arch = side(split.source.paths.archive, split.archive.version, split.archive_absent)
     live = side(split.source.paths.live, split.live.version, split.live_absent)
-    cutoff, day = split.cutoff, split.cutoff_day
-    if cutoff is not None and day is not None:
-        live += (f" WHERE {duck_ident(PARTITION_COLUMN)} >= DATE '{day.isoformat()}'"
-                 f" AND {duck_ident(split.event_time)} >= to_timestamp({int(cutoff)})")
+    if split.cutoff is not None:
+        live += f" WHERE {in_split_sql(split)}"
     return f"{arch} UNION ALL {live}"
+
+
+def in_split_sql(split: Split) -> str:
+    """DuckDB SQL: a live row is in the split view (at or after the cutoff: its day, then its
+    event time; every live row before the first run)."""
+    cutoff, day = split.cutoff, split.cutoff_day
+    if cutoff is None or day is None:
+        return "TRUE"
+    return (f"{duck_ident(PARTITION_COLUMN)} >= DATE '{day.isoformat()}'"
+            f" AND {duck_ident(split.event_time)} >= to_timestamp({int(cutoff)})")
 
 
 def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = None) -> None:

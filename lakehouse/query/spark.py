@@ -33,7 +33,6 @@ def frame(spark: SparkSession, split: Split) -> DataFrame:
     """Render the split view (lakehouse.query.split) as a Spark DataFrame on its pinned versions."""
     from pyspark.sql import functions as F
 
-    from lakehouse.definitions import PARTITION_COLUMN
 
     def side(path: str, version: int, absent: frozenset[str]) -> tuple[DataFrame, list[Any]]:
         df = spark.read.format("delta").option("versionAsOf", version).load(path)
@@ -42,11 +41,22 @@ def frame(spark: SparkSession, split: Split) -> DataFrame:
 
     live_df, live_cols = side(split.source.paths.live, split.live.version, split.live_absent)
     arch_df, arch_cols = side(split.source.paths.archive, split.archive.version, split.archive_absent)
-    at = split.cutoff_time
-    if at is not None:
-        live_df = live_df.where(F.col(PARTITION_COLUMN) >= F.lit(at.date())).where(
-            F.col(split.event_time) >= F.lit(at).cast("timestamp"))
+    if split.cutoff_time is not None:
+        live_df = live_df.where(in_split(split))
     return arch_df.select(*arch_cols).unionByName(live_df.select(*live_cols))
+
+
+def in_split(split: Split) -> Any:
+    """A live row is in the split view (at or after the cutoff: its day, then its event time;
+    every live row before the first run), as a Spark column."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.definitions import PARTITION_COLUMN
+
+    at = split.cutoff_time
+    if at is None:
+        return F.lit(True)
+    return (F.col(PARTITION_COLUMN) >= F.lit(at.date())) & (F.col(split.event_time) >= F.lit(at).cast("timestamp"))
 
 
 def stored_frames(spark: SparkSession, split: Split, day: Any = None) -> tuple[DataFrame, DataFrame]:
@@ -73,6 +83,24 @@ def with_cutoff(archive: DataFrame, split: Split) -> DataFrame:
 
     at = split.cutoff_time
     return archive.withColumn("cutoff_ts", F.lit(at).cast("timestamp") if at is not None else F.lit(None).cast("timestamp"))
+
+
+def tagged(split: Split, live: DataFrame | None, archive: DataFrame | None) -> DataFrame:
+    """The invariants' ``tagged`` view (lakehouse.quality.invariants) of stored ``live`` and
+    ``archive`` rows (None: that table is not in scope): every row once, with whether the rows in
+    scope hold it (a live row beside the archive: when it is in the split view), whether it is an
+    archive row, and the cutoff as ``cutoff_ts``."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.quality.invariants import IN_ARCHIVE, IN_VIEW
+
+    parts = []
+    if archive is not None:
+        parts.append(with_cutoff(archive, split).withColumns({IN_VIEW: F.lit(True), IN_ARCHIVE: F.lit(True)}))
+    if live is not None:
+        in_view = F.coalesce(in_split(split), F.lit(False)) if archive is not None else F.lit(True)
+        parts.append(with_cutoff(live, split).withColumns({IN_VIEW: in_view, IN_ARCHIVE: F.lit(False)}))
+    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
 def current(spark: SparkSession, t: TableSource) -> Split:
