@@ -99,8 +99,8 @@ def _views(d: TableDefinition) -> tuple[str, str, str]:
 
 
 def _spark_views(spark: "SparkSession", split: Split) -> list[Callable[[], None]]:
-    """Registering the table's archive and stored views on Spark (one step, run beside the other
-    tables' steps): its two pinned versions are loaded once for both views."""
+    """Registering the table's archive, stored and tagged views on Spark (one step, run beside the
+    other tables' steps): its two pinned versions are loaded once for the three views."""
     from lakehouse.query import spark as spark_q
 
     archive_view, stored_view, tagged_view = _views(split.source.definition)
@@ -115,7 +115,7 @@ def _spark_views(spark: "SparkSession", split: Split) -> list[Callable[[], None]
 
 
 def _duck_views(con: Any, split: Split) -> None:
-    """The table's archive and stored views on DuckDB, on the same versions."""
+    """The table's archive, stored and tagged views on DuckDB, on the same versions."""
     from lakehouse.quality.invariants import IN_ARCHIVE, IN_VIEW
     from lakehouse.query.duckdb import in_split_sql
 
