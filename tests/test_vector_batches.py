@@ -105,3 +105,26 @@ def test_batches_hold_whole_days_up_to_the_rows_given():
     assert list(_batches(days, rows, 6)) == [days[:2], [days[2]], days[3:]]
     assert list(_batches([], rows, 6)) == []
     assert np.concatenate([np.array(b, dtype=object) for b in _batches(days, rows, 1)]).tolist() == days
+
+
+def test_vector_files_read_whole_or_mapped_give_the_same_table(tmp_path, monkeypatch):
+    """``storage.arrow_buffer``: a small file read at once, one from ``MAP_BYTES`` on memory-mapped,
+    a ``file://`` URI like its path; a missing file is FileNotFoundError."""
+    import pyarrow.ipc as ipc
+    import pytest
+
+    from lakehouse import storage
+    from lakehouse.archive.vectors import read
+
+    runs = rle.encode([pa.array([1, 1, None, 2, 2, 2], pa.int32())])[0]
+    path = tmp_path / "city" / "20261101-1795651200"
+    path.parent.mkdir()
+    with ipc.new_file(str(path), runs.schema) as w:
+        w.write_table(runs)
+    assert not isinstance(storage.arrow_buffer(str(path)), pa.MemoryMappedFile)
+    whole = read(str(path))
+    monkeypatch.setattr(storage, "MAP_BYTES", 1)
+    assert isinstance(storage.arrow_buffer(str(path)), pa.MemoryMappedFile)
+    assert read(str(path)).equals(whole) and read(f"file://{path}").equals(whole) and whole.equals(runs)
+    with pytest.raises(FileNotFoundError):
+        storage.arrow_buffer(str(tmp_path / "nope"))
