@@ -134,7 +134,8 @@ def test_a_stale_record_is_noticed_with_one_line_and_ignored(tmp_path):
     rec = server.ServerRecord(port=server._free_port(), pid=pid, token="t", project=str(root),
                               warehouse=str(root / "warehouse"), master="local[1]", started="2026-11-28T00:00:00+00:00",
                               log=str(root / ".lakehouse" / "server.log"))
-    (server.folder(root) / "tmp" / "blockmgr-1").mkdir(parents=True)
+    server.folder(root)
+    (server.scratch_path(root) / "blockmgr-1").mkdir(parents=True)
     server.record_path(root).write_text(json.dumps(dataclasses.asdict(rec)))
     st = json.loads(lakehouse(root, "server", "status", "--format", "json").stdout)
     assert st["state"] == "not usable" and "is gone" in st["commands_use"]
@@ -144,7 +145,7 @@ def test_a_stale_record_is_noticed_with_one_line_and_ignored(tmp_path):
     assert len(notes) == 1 and f"its process {pid} is gone" in notes[0]
     stopped = json.loads(lakehouse(root, "server", "stop", "--format", "json").stdout)
     assert stopped["state"] == "stopped" and not server.record_path(root).exists()
-    assert not (root / ".lakehouse" / "tmp").exists()  # the killed server's scratch went with its record
+    assert not server.scratch_path(root).exists()  # the killed server's scratch went with its record
     assert json.loads(lakehouse(root, "server", "stop", "--format", "json").stdout)["state"] == "not running"
 
 

@@ -158,14 +158,20 @@ def decode(runs: pa.Table) -> pa.Array:
     return values.take(pa.array(idx))
 
 
-def check_runs(runs: pa.Table) -> list[str]:
-    """Internal consistency of a runs table (counts add up, null flags match values)."""
+def check_runs(runs: pa.Table, files: Sequence[int] | None = None) -> list[str]:
+    """Internal consistency of a runs table (counts add up, null flags match values); ``files``:
+    the runs of several files end to end, how many runs each holds (each file's running sum
+    starts again)."""
     problems = []
     counts = runs.column("count").to_numpy()
     acc = runs.column("accumulative_count").to_numpy()
     if len(counts) and (counts <= 0).any():
         problems.append("a run has a count of zero or less")
-    if len(counts) and not np.array_equal(np.cumsum(counts), acc):
+    running = np.cumsum(counts)
+    if files is not None:  # less the records of the files before each run's
+        first = np.concatenate(([0], np.cumsum(files)))[:-1]
+        running = running - np.repeat(np.concatenate(([0], running))[first], files)
+    if len(counts) and not np.array_equal(running, acc):
         problems.append("accumulative_count is not the running sum of count")
     nulls = runs.column("null").to_numpy(zero_copy_only=False)
     value_nulls = runs.column("value").is_null().to_numpy(zero_copy_only=False)

@@ -201,18 +201,12 @@ def _batch_matches(read: list[tuple[pa.Table, dict[str, Any]]], wanted: list[str
                                       type=read[0][0].schema.field(col).type).combine_chunks()
             if col in rle_columns:
                 runs = pa.concat_tables(tables)
-                counts = runs.column("count").to_numpy()
-                if (counts <= 0).any():
+                per_file = [t.num_rows for t in tables]
+                if rle.check_runs(runs, per_file):
                     return False
-                ends = np.concatenate(([0], np.cumsum(counts)))
-                first = np.concatenate(([0], np.cumsum([t.num_rows for t in tables])))
-                before = np.repeat(ends[first[:-1]], np.diff(first))  # records of the days before each run's
-                if not np.array_equal(runs.column("accumulative_count").to_numpy(), ends[1:] - before):
-                    return False
-                if not np.array_equal(ends[first[1:]] - ends[first[:-1]], lengths):
-                    return False
-                if not np.array_equal(runs.column("null").to_numpy(zero_copy_only=False),
-                                      runs.column("value").is_null().to_numpy(zero_copy_only=False)):
+                ends = np.concatenate(([0], np.cumsum(runs.column("count").to_numpy())))
+                first = np.concatenate(([0], np.cumsum(per_file)))
+                if not np.array_equal(ends[first[1:]] - ends[first[:-1]], lengths):  # each file's records
                     return False
                 values = rle.decode(runs)
             else:

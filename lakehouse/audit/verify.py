@@ -62,13 +62,12 @@ class Bundle:
     parts: tuple[Part, ...]
 
 
-def bundles(d: TableDefinition, view: str, archive_view: str, stored_view: str, tagged_view: str) -> list[Bundle]:
-    """The engine checks of a table as two queries over the split view ``view``, ``archive_view``
-    (archive rows with ``cutoff_ts``), ``stored_view`` (every stored row) and ``tagged_view``
-    (lakehouse.quality.invariants): the per-day figures (rows, min/max event time, sums of the
-    numeric columns) grouped once, and the counts (distinct keys, each row invariant's
-    violations) in one read of the stored rows."""
-    from lakehouse.quality.invariants import counts_sql, row_invariants
+def bundles(d: TableDefinition, view: str, tagged_view: str) -> list[Bundle]:
+    """The engine checks of a table as two queries over the split view ``view`` and
+    ``tagged_view`` (every stored row, lakehouse.quality.invariants): the per-day figures (rows,
+    min/max event time, sums of the numeric columns) grouped once, and the counts (distinct keys,
+    each row invariant's violations) in one read of the stored rows."""
+    from lakehouse.quality import invariants
 
     t, et = view, spark_ident(d.event_time)
     numeric = [c.name for c in d.columns if c.type.is_numeric]
@@ -82,9 +81,9 @@ def bundles(d: TableDefinition, view: str, archive_view: str, stored_view: str, 
         per_day.append(Part("sums of numeric columns per day", (day, *((n, n) for _, n in sums))))
     out = [Bundle(f"SELECT event_date, {figures} FROM {t} GROUP BY event_date", tuple(per_day))]
     counts = [Part("distinct keys", (("c0", "n"),))] if d.has_key else []
-    for inv in row_invariants(d, t, archive_view, stored_view):
-        counts.append(Part(inv.name, ((f"c{len(counts)}", "violations"),), "violations"))
-    out.append(Bundle(counts_sql(d, tagged_view, True, distinct_keys=d.has_key), tuple(counts)))
+    for name in invariants.names(d, archive=True):
+        counts.append(Part(name, ((f"c{len(counts)}", "violations"),), "violations"))
+    out.append(Bundle(invariants.counts_sql(d, tagged_view, True, distinct_keys=d.has_key), tuple(counts)))
     return out
 
 
@@ -93,43 +92,35 @@ def _invariant_detail(result: pa.Table, col: str) -> str:
     return f"{bad[0][col]} violation(s)" if bad else ""
 
 
-def _views(d: TableDefinition) -> tuple[str, str, str]:
-    """The names of a table's archive, stored and tagged views in a verify run."""
-    return f"{d.name}__archive", f"{d.name}__stored", f"{d.name}__tagged"
+def _tagged(d: TableDefinition) -> str:
+    """The name of a table's tagged view (its stored rows) in a verify run."""
+    return f"{d.name}__tagged"
 
 
 def _spark_views(spark: "SparkSession", split: Split) -> list[Callable[[], None]]:
-    """Registering the table's archive, stored and tagged views on Spark (one step, run beside the
-    other tables' steps): its two pinned versions are loaded once for the three views."""
+    """Registering the table's tagged view on Spark (one step, run beside the other tables'
+    steps), on the split's pinned versions."""
     from lakehouse.query import spark as spark_q
-
-    archive_view, stored_view, tagged_view = _views(split.source.definition)
 
     def register() -> None:
         live, arch = spark_q.stored_frames(spark, split)
-        spark_q.with_cutoff(arch, split).createOrReplaceTempView(archive_view)
-        live.unionByName(arch).createOrReplaceTempView(stored_view)
-        spark_q.tagged(split, live, arch).createOrReplaceTempView(tagged_view)
+        spark_q.tagged(split, live, arch).createOrReplaceTempView(_tagged(split.source.definition))
 
     return [register]
 
 
 def _duck_views(con: Any, split: Split) -> None:
-    """The table's archive, stored and tagged views on DuckDB, on the same versions."""
+    """The table's tagged view on DuckDB, on the same versions."""
     from lakehouse.quality.invariants import IN_ARCHIVE, IN_VIEW
     from lakehouse.query.duckdb import in_split_sql
 
     d, p = split.source.definition, split.source.paths
-    archive_view, stored_view, tagged_view = _views(d)
     cols = ", ".join(duck_ident(c) for c in d.visible_columns)
     cutoff = split.archive.cutoff
     cut_sql = f"to_timestamp({cutoff})" if cutoff is not None else "CAST(NULL AS TIMESTAMPTZ)"
     arch = f"delta_scan('{literal_body(p.archive)}', version => {split.archive.version})"
     live = f"delta_scan('{literal_body(p.live)}', version => {split.live.version})"
-    con.execute(f"CREATE VIEW {duck_ident(archive_view)} AS SELECT {cols}, {cut_sql} AS cutoff_ts FROM {arch}")
-    con.execute(f"CREATE VIEW {duck_ident(stored_view)} AS SELECT {cols} FROM {live} UNION ALL BY NAME "
-                f"SELECT {cols} FROM {arch}")
-    con.execute(f"CREATE VIEW {duck_ident(tagged_view)} AS "
+    con.execute(f"CREATE VIEW {duck_ident(_tagged(d))} AS "
                 f"SELECT {cols}, {cut_sql} AS cutoff_ts, TRUE AS {IN_VIEW}, TRUE AS {IN_ARCHIVE} FROM {arch} "
                 f"UNION ALL BY NAME SELECT {cols}, {cut_sql} AS cutoff_ts, "
                 f"coalesce({in_split_sql(split)}, FALSE) AS {IN_VIEW}, FALSE AS {IN_ARCHIVE} FROM {live}")
@@ -195,7 +186,7 @@ class _TableRun:
 
     def __init__(self, spark: "SparkSession", con: Any, pool: ThreadPoolExecutor, split: Split) -> None:
         self.split, self.con, self.d = split, con, split.source.definition
-        self.bundles = bundles(self.d, spark_ident(self.d.name), *_views(self.d))
+        self.bundles = bundles(self.d, spark_ident(self.d.name), _tagged(self.d))
         self.on_spark = [pool.submit(lambda q: spark.sql(q).toArrow(), b.sql) for b in self.bundles]
         self.files = ArchiveFiles(split.source, split.archive, con)
         self.ledger = pool.submit(ledger_check, spark, split.source, split.archive, self.files.day_rows)

@@ -64,6 +64,11 @@ def row_invariants(d: TableDefinition, view: str, archive: str | None, stored: s
     return out
 
 
+def names(d: TableDefinition, archive: bool) -> list[str]:
+    """The row invariants' names in ``row_invariants``' (and ``counts_sql``'s) order."""
+    return [inv.name for inv in row_invariants(d, "view", "archive" if archive else None, "stored")]
+
+
 def count_sql(inv: Invariant) -> str:
     """SQL counting the rows that break ``inv`` (one row, column ``violations``)."""
     return f"SELECT count(*) AS violations FROM ({inv.rows_sql}) v"
