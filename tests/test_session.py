@@ -130,3 +130,12 @@ def test_s3_jars_come_from_what_make_s3_recorded_or_are_refused_naming_the_fix(t
     assert f"missing: {store}" in str(e.value)
     store.write_bytes(b"")
     assert session.s3_jars() == [str(aws), str(bundle), str(store)]
+
+
+def test_the_package_zip_for_executors_is_gone_when_its_process_ends(tmp_path):
+    code = "from lakehouse.spark.session import _package_zip; print(_package_zip())"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    made = Path(p.stdout.strip())
+    assert p.returncode == 0 and made.name == "lakehouse.zip" and made.parent.parent == tmp_path, p.stderr
+    assert not made.parent.exists()
