@@ -138,12 +138,17 @@ def _lease_generations(folder: str) -> list[int]:
 def read_lease(folder: str) -> LeaseInfo | None:
     """The current (highest generation) lease of a lease folder, or None."""
     for gen in reversed(_lease_generations(folder)):
+        path = os.path.join(folder, f"{gen}.json")
         try:
-            d = storage.read_json(os.path.join(folder, f"{gen}.json"))
+            d = storage.read_json(path)
         except FileNotFoundError:
             continue
-        except ValueError:  # being written by O_EXCL create right now: treat as held
-            return LeaseInfo(gen, "?", "?", 0, time.time() + LEASE_TTL_SECONDS)
+        except ValueError:  # not a whole record (a writer killed in an exclusive create without
+            # hard links): held as a lease written then would be, until it expires
+            info = storage.file_info(path)
+            if info is None:
+                continue
+            return LeaseInfo(gen, "?", "?", 0, info.mtime_ns / 1e9 + LEASE_TTL_SECONDS)
         return LeaseInfo(gen, d["holder"], d["host"], int(d["pid"]), float(d["expires"]), d.get("purpose", ""),
                          d.get("node", ""))
     return None

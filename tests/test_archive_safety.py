@@ -672,6 +672,53 @@ def test_a_killed_holder_on_this_machine_frees_the_lease_at_once(tmp_path):
         lease.check()
 
 
+def test_a_writer_stopped_inside_an_exclusive_create_leaves_no_file_under_the_name(tmp_path, monkeypatch):
+    """A lease's generation file appears whole or not at all: the bytes go to a temporary file
+    first, linked to the name once on disk (a writer killed in between left an empty file under
+    the name, which blocked the lease for good: seed 304 of tests/test_stream_kills.py)."""
+    from lakehouse import storage
+
+    path = str(tmp_path / "lease" / "1.json")
+
+    def killed(fd: int) -> None:  # the process ends while its bytes go to disk
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(os, "fsync", killed)
+    with pytest.raises(SystemExit):
+        storage.create_exclusive(path, b'{"holder": "a"}')
+    monkeypatch.undo()
+    assert not os.path.exists(path)
+    assert storage.create_exclusive(path, b"x") and not storage.create_exclusive(path, b"y")
+    assert open(path, "rb").read() == b"x" and os.listdir(tmp_path / "lease") == ["1.json"]
+
+    def no_links(src: str, dst: str) -> None:
+        raise PermissionError(1, "hard links not supported")
+
+    monkeypatch.setattr(os, "link", no_links)  # a filesystem without hard links: an exclusive create
+    other = str(tmp_path / "lease" / "2.json")
+    assert storage.create_exclusive(other, b"z") and not storage.create_exclusive(other, b"w")
+    assert open(other, "rb").read() == b"z" and sorted(os.listdir(tmp_path / "lease")) == ["1.json", "2.json"]
+
+
+def test_a_lease_file_that_is_not_a_whole_record_is_held_until_it_expires_not_for_good(tmp_path):
+    import time
+
+    from lakehouse.lease import LEASE_TTL_SECONDS, Lease, LeaseHeld, read_lease
+
+    folder = tmp_path / "lease"
+    folder.mkdir()
+    f = folder / "1.json"
+    f.write_bytes(b'{"holder": "ab')  # cut short
+    info = read_lease(str(folder))
+    assert info.pid == 0 and abs(info.expires - (f.stat().st_mtime + LEASE_TTL_SECONDS)) < 1
+    with pytest.raises(LeaseHeld):
+        Lease(str(folder), "x").acquire()
+    old = time.time() - LEASE_TTL_SECONDS - 5
+    os.utime(f, (old, old))  # written that long ago: expired
+    with Lease(str(folder), "x", ttl=30):
+        assert read_lease(str(folder)).generation == 2
+
+
 @pytest.mark.spark
 def test_two_runs_with_the_same_cutoff_in_parallel_without_any_lock_lose_nothing(project, spark):
     """Two runs planned on the same snapshots execute at the same time with no lock at all (the

@@ -344,18 +344,43 @@ def write_json(path: str, doc: Any, indent: int | None = None) -> None:
 
 
 def create_exclusive(path: str, data: bytes) -> bool:
-    """Create a file that must not exist yet, with ``data``, durably: exactly one of several
-    racing processes wins (local: O_CREAT|O_EXCL; S3: a PUT with If-None-Match: *); False when
-    it already exists. ``data`` should name its writer (a lease's holder): on S3, a refused PUT
-    whose object holds exactly ``data`` is this writer's own earlier attempt, which landed although
-    its answer was lost (the client then tried again), so that counts as created."""
+    """Create a file that must not exist yet, with ``data``, durably and whole: exactly one of
+    several racing processes wins; False when it already exists. Local: ``data`` goes to a
+    temporary file of this writer's own (fsynced), which is then hard-linked to ``path`` (the
+    link fails when ``path`` exists), so a writer killed at any instant leaves no empty or partial
+    file under the name, only perhaps its temporary file (a filesystem without hard links:
+    O_CREAT|O_EXCL, then the bytes). S3: a PUT with If-None-Match: *. ``data`` should name its
+    writer (a lease's holder): on S3, a refused PUT whose object holds exactly ``data`` is this
+    writer's own earlier attempt, which landed although its answer was lost (the client then tried
+    again), so that counts as created."""
     if is_s3(path):
         s3io.require_conditional_writes(path)
         if s3io.put_if(path, data, None):
             return True
         seen = s3io.get_with_etag(path)
         return seen is not None and seen[0] == data
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    folder, name = os.path.split(path)
+    os.makedirs(folder or ".", exist_ok=True)
+    temp = os.path.join(folder, f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(temp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here: the bytes after an exclusive create
+            return _create_exclusive_in_place(path, data)
+        _fsync_folder(folder or ".")
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+
+
+def _create_exclusive_in_place(path: str, data: bytes) -> bool:
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
