@@ -196,3 +196,37 @@ def test_what_the_jvm_prints_goes_to_stderr_and_stdout_stays_the_output():
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.splitlines() == ["python before", '{"rows": 3}'], p.stdout
     assert "JVM-SAID-THIS" in p.stderr
+
+
+def test_the_entry_point_ends_after_its_threads_atexit_handlers_and_output_with_the_exit_status(tmp_path):
+    """``main`` ends the process without tearing its modules down, but as Python would otherwise:
+    a running non-daemon thread is waited for, atexit handlers run, buffered output is written,
+    and the command's exit status (0, click's 2, a message's 1) is the process's."""
+    script = (
+        "import atexit, sys, threading, time\n"
+        "from lakehouse.cli import main\n"
+        f"out = {str(tmp_path)!r}\n"
+        "atexit.register(lambda: open(out + '/atexit', 'w').write('ran'))\n"
+        "def slow():\n"
+        "    time.sleep(0.5)\n"
+        "    open(out + '/thread', 'w').write('joined')\n"
+        "threading.Thread(target=slow).start()\n"
+        "sys.stdout.write('x' * 100000)\n"
+        "if sys.argv[1:] == ['message']:\n"
+        "    import lakehouse.cli as c\n"
+        "    c.cli = lambda **kw: sys.exit('stopped: a message')\n"
+        "sys.argv = ['lakehouse', *sys.argv[1:]]\n"
+        "main()\n"
+        "open(out + '/after', 'w').write('main returned')\n")
+    for args, status in ((["--help"], 0), (["no-such-command"], 2), (["message"], 1)):
+        for name in ("atexit", "thread"):
+            (tmp_path / name).unlink(missing_ok=True)
+        p = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert p.returncode == status, (args, p.stderr)
+        assert p.stdout.startswith("x" * 100000), args
+        assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "joined"
+        assert not (tmp_path / "after").exists()  # the process ended in main
+        if status == 0:
+            assert "Usage: lakehouse" in p.stdout
+        if args == ["message"]:
+            assert p.stderr.strip() == "stopped: a message"

@@ -78,37 +78,58 @@ def test_a_suite_with_passing_and_failing_expectations_on_each_scope(trips, spar
     assert [(h["scope"], h["unexpected_count"]) for h in hist] == [("all", 2), ("archive", 1), ("live", 1)]
 
 
-def test_the_rows_in_scope_are_cached_for_the_suite_and_released_and_answer_as_uncached(trips, spark, monkeypatch):
-    """GE's metrics read a cached scope (up to CACHE_BYTES) or the tables themselves: the same
-    results either way, and the run leaves nothing in Spark's cache."""
+def test_ge_asks_for_unexpected_rows_only_when_a_count_is_not_0_then_on_a_cached_scope(trips, spark, monkeypatch):
+    """A clean scope is one GE run, the counts alone (no query per expectation for rows that are
+    not there); a scope with unexpected rows is run again for them, on the rows in scope read
+    once into Spark's cache (up to CACHE_BYTES) and released after. The results are the same
+    cached or not, every check run leaves one validation result (the counts' run is replaced),
+    and Data Docs show it."""
+    import great_expectations as gx
+
     from lakehouse.audit import check
-
-    def results(rep) -> list[tuple]:
-        return [(c.name, c.ok, c.observed, c.unexpected_count, sorted(map(str, c.sample))) for c in rep.checks]
-
     from lakehouse.audit.files import ArchiveFiles
     from lakehouse.query import TableSource
     from lakehouse.query.split import current
 
+    def results(rep) -> list[tuple]:
+        return [(c.name, c.ok, c.observed, c.unexpected_count, sorted(map(str, c.sample))) for c in rep.checks]
+
     cache = spark._jsparkSession.sharedState().cacheManager()
-    validate, during = check.gx.validate, []
+    runs: list[bool] = []  # per GE run: whether Spark's cache was empty
+    run = gx.Checkpoint.run
 
-    def watched(*args, **kwargs):
-        during.append(cache.isEmpty())
-        return validate(*args, **kwargs)
+    def watched(self, *args, **kwargs):
+        runs.append(cache.isEmpty())
+        return run(self, *args, **kwargs)
 
-    monkeypatch.setattr(check.gx, "validate", watched)
+    monkeypatch.setattr(gx.Checkpoint, "run", watched)
+    warehouse = trips.settings.warehouse
+
+    def stored() -> int:
+        return len(check.gx._context(warehouse).validation_results_store.list_keys())
+
+    fine = trips.table((TRIPS_SMALL + QUALITY).replace("name: trips", "name: fine")).create("fine")
+    fine.lh.load("fine", [fine.csv("f.csv", HEADER_SMALL, [row(i, "2026-11-19") for i in range(10)])])
+    before = stored()
+    clean = fine.lh.check("fine")
+    assert runs == [True] and stored() == before + 1
+    assert all(c.ok and c.unexpected_count in (0, None) and c.sample == [] for c in clean.checks), clean.checks
+    assert "fine.all" in Path(clean.docs).read_text()
+
     source = TableSource(trips.lh.definition("trips"), trips.lh.paths("trips"))
     split = current(source)
     files = ArchiveFiles(source, split.archive)
     assert 0 < check._scope_bytes(split, "all", files, None) <= check.CACHE_BYTES
     assert check._scope_bytes(split, "live", None, None) + check._scope_bytes(split, "archive", files, None) == \
         check._scope_bytes(split, "all", files, None)
+    runs.clear()
     cached = results(trips.lh.check("trips", docs=False))
-    assert cache.isEmpty()
+    assert runs == [True, False] and cache.isEmpty() and stored() == before + 2
+    assert any(c[3] for c in cached) and all(c[4] for c in cached if c[3] and c[0].startswith("expect_column"))
     monkeypatch.setattr(check, "CACHE_BYTES", 0)
+    runs.clear()
     assert results(trips.lh.check("trips", docs=False)) == cached
-    assert cache.isEmpty() and during == [False, True]
+    assert runs == [True, True] and cache.isEmpty() and stored() == before + 3
 
 
 def _append(path: str, rows: list[dict]) -> None:

@@ -496,6 +496,61 @@ def test_sparks_parser_and_explain_print_the_same_parse(spark, sql):
 
 
 @pytest.mark.spark
+def test_on_spark_connect_a_querys_parse_comes_from_an_explain_that_plans_no_scan(spark):
+    """Spark Connect has no parse-only request: a query is explained as ``SELECT * FROM (query)
+    LIMIT 0`` (optimized to an empty relation before any scan is planned), whose parse holds the
+    query's own tree, as the classic parser gives it, whole. SHOW, DESCRIBE, EXPLAIN, commands and
+    what the parentheses cannot hold are explained as they stand; the guard refuses the same."""
+    import re
+
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from lakehouse.query.guard import Checked
+    from lakehouse.query.spark import confirm, parsed_plan, run_on_views
+    from tests.conftest import suite_server
+
+    def ids_out(tree: str) -> list[str]:
+        return re.sub(r"#\d+", "#", tree).splitlines()
+
+    remote = ConnectSession.builder.remote(suite_server()).create()
+    try:
+        remote.range(1).createOrReplaceTempView("trips")
+        spark.range(1).createOrReplaceTempView("trips")
+        wrapped = []
+        for sql in [*PARSES, "SELECT 1;", "SELECT 1 -- a comment", "VALUES (1), (2)", "FROM trips SELECT id",
+                    "SELECT * FROM trips ORDER BY id LIMIT 5", "SELECT 1) UNION (SELECT 2"]:
+            try:
+                own = ids_out(parsed_plan(spark, sql))
+            except QueryError:
+                own = None
+            query = sql.split()[0].upper() in ("SELECT", "WITH", "VALUES", "FROM")
+            got = ids_out(parsed_plan(remote, sql, query)) if own is not None else None
+            if got and got[0] == "'GlobalLimit 0":
+                assert query and got[1:3] == ["+- 'LocalLimit 0", "   +- 'Project [*]"], sql
+                assert got[3].replace("'", "") == "      +- SubqueryAlias __auto_generated_subquery_name", sql
+                assert [line[12:] for line in got[4:]] == own and got[4][:12] == "         +- ", sql
+                wrapped.append(sql)
+            else:
+                assert got == own, sql
+        assert "SELECT 1" in wrapped and "SHOW TABLES" not in wrapped and "SELECT 1;" not in wrapped
+        assert "INSERT INTO trips SELECT * FROM trips" not in wrapped and "FROM trips SELECT id" in wrapped
+        for sql in ("SELECT * FROM csv.`/x`", "SELECT * FROM read_files('/x')",
+                    "SELECT * FROM trips WHERE EXISTS (SELECT 1 FROM text.`/etc/passwd`)",
+                    "SELECT TRANSFORM(id) USING 'cat' AS (x) FROM trips", "INSERT INTO trips SELECT * FROM trips"):
+            with pytest.raises(QueryError, match=r"^query: .* \(as Spark parses it\)"):
+                confirm(parsed_plan(remote, sql, True), Checked("query", None))  # type: ignore[arg-type]
+        with pytest.raises(Exception, match="PARSE_SYNTAX_ERROR") as e:
+            parsed_plan(remote, "SELEC 1", True)
+        assert "LIMIT 0" not in str(e.value)
+        # parentheses the wrapper closes parse there, but what runs is the statement as given
+        assert "'Union" in "\n".join(ids_out(parsed_plan(remote, "SELECT 1) UNION (SELECT 2", True)))
+        with pytest.raises(QueryError):
+            run_on_views(remote, "SELECT 1) UNION (SELECT 2")
+    finally:
+        remote.stop()
+
+
+@pytest.mark.spark
 def test_a_statement_spark_cannot_parse_is_the_same_error_either_way(spark):
     from lakehouse.errors import first_line
     from lakehouse.query.spark import explained_plan, parsed_plan

@@ -3,9 +3,9 @@
 A run pins the table's snapshots (live first, as queries do), builds the rows of its scope
 (``all``: the split view, each row once; ``live`` or ``archive``: that table), runs the row
 invariants (quality.invariants) and the archive's file checks (sorted days, vector files; from
-lakehouse.audit.files), then the ``quality:`` expectations through Great Expectations (on the
-rows in scope read once into Spark's cache, up to ``CACHE_BYTES``), and appends
-every result to ``<warehouse>/_quality/results`` (``check --history``).
+lakehouse.audit.files), then the ``quality:`` expectations through Great Expectations (the rows
+in scope read into Spark's cache first, up to ``CACHE_BYTES``, when GE asks for unexpected rows),
+and appends every result to ``<warehouse>/_quality/results`` (``check --history``).
 
 ``quality.gate`` runs the same on the staged day batches of an archive run, before its commit
 (``archive.checks: before_commit``).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import LakehouseError
@@ -35,36 +35,28 @@ UTC = dt.timezone.utc
 SCOPES = ("all", "live", "archive")
 """What ``lakehouse check --scope`` can check: the split view, live or the archive."""
 CACHE_BYTES = 2 << 30
-"""Great Expectations computes its metrics as Spark jobs of their own, each reading the rows in
-scope again (15 for the example's five expectations). A scope whose data files hold up to this
-many bytes (compressed; its days only, with ``--day``) is read once into Spark's cache (memory,
-then the executors' disks) by the first of the checks, and released when the run ends."""
+"""When an expectation finds unexpected rows, Great Expectations asks for them with two Spark
+jobs per expectation, each reading the rows in scope again (lakehouse.quality.gx.validate). A
+scope whose data files hold up to this many bytes (compressed; its days only, with ``--day``) is
+then read once into Spark's cache (memory, then the executors' disks) and released after."""
 
 
-def _views(spark: "SparkSession", source: "TableSource", split: "Split", scope: str,
-           day: dt.date | None) -> tuple[dict[str, str], "DataFrame", dict[str, Any]]:
-    """Register the scope's views; (view names, the rows in scope, pinned versions)."""
+def _frames(spark: "SparkSession", split: "Split", scope: str,
+            day: dt.date | None) -> tuple[dict[str, "DataFrame | None"], "DataFrame"]:
+    """The invariants' frames of the scope (lakehouse.quality.gate.run_invariants) and the rows in
+    scope (for the expectations)."""
     from pyspark.sql import functions as F
 
     from lakehouse.query import spark as spark_q
 
-    d = source.definition
     live, arch = spark_q.stored_frames(spark, split, day)
-    arch_cut = spark_q.with_cutoff(arch, split)
     rows = {"all": spark_q.frame(spark, split), "live": live, "archive": arch}[scope]
     if day and scope == "all":
         rows = rows.where(F.col(PARTITION_COLUMN) == F.lit(day))
     stored = {"all": live.unionByName(arch), "live": live, "archive": arch}[scope]
     tagged = spark_q.tagged(split, live if scope != "archive" else None, arch if scope != "live" else None)
-    tag = f"_lhq_{d.name}_{uuid.uuid4().hex[:6]}"
-    names = {"view": f"{tag}_rows", "archive": f"{tag}_archive", "stored": f"{tag}_stored", "tagged": f"{tag}_tagged"}
-    rows.createOrReplaceTempView(names["view"])
-    arch_cut.createOrReplaceTempView(names["archive"])
-    stored.createOrReplaceTempView(names["stored"])
-    tagged.createOrReplaceTempView(names["tagged"])
-    versions = {"live_version": split.live.version, "archive_version": split.archive.version,
-                "cutoff": split.cutoff}
-    return names, rows, versions
+    archive = spark_q.with_cutoff(arch, split) if scope != "live" else None
+    return {"view": rows, "archive": archive, "stored": stored, "tagged": tagged}, rows
 
 
 def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str = "all",
@@ -80,24 +72,18 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
         gx.preload()  # GE's imports run while Spark answers the invariants
     report = Report(d.name, scope, day, uuid.uuid4().hex[:12], dt.datetime.now(UTC))
     split = current(source)  # one pair of pinned snapshots (live first) for the row and the file checks
-    names, rows, report.versions = _views(spark, source, split, scope, day)
+    frames, rows = _frames(spark, split, scope, day)
+    report.versions = {"live_version": split.live.version, "archive_version": split.archive.version,
+                       "cutoff": split.cutoff}
     files = None if scope == "live" else ArchiveFiles(source, split.archive, days={day} if day else None)
-    cached = bool(d.quality) and _scope_bytes(split, scope, files, day) <= CACHE_BYTES
-    if cached:
-        rows = rows.persist()
-    try:
-        report.checks += run_invariants(spark, d, names["view"], None if scope == "live" else names["archive"],
-                                         names["stored"], names["tagged"])
-        if files is not None:
-            for c in [files.sorted_check(), files.vector_check()]:
-                report.checks.append(_from_verify(c))
+    report.checks += run_invariants(spark, d, frames)
+    if files is not None:
+        for c in [files.sorted_check(), files.vector_check()]:
+            report.checks.append(_from_verify(c))
+    if d.quality:
+        cache = _scope_bytes(split, scope, files, day) <= CACHE_BYTES
         report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.{scope}", f"tables/{d.name}.yaml",
-                                     docs=docs)
-    finally:
-        if cached:
-            rows.unpersist()
-        for n in names.values():
-            spark.catalog.dropTempView(n)
+                                     docs=docs, cache=cache)
     if d.quality and docs:
         report.docs = gx.docs_index(warehouse)
     record(warehouse, report, trigger)

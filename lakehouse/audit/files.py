@@ -95,11 +95,12 @@ class ArchiveFiles:
 
     @property
     def con(self) -> Any:
-        """The run's DuckDB connection (one of its own when none was given)."""
+        """The run's DuckDB connection (one of its own when none was given: it reads Parquet
+        files alone, so without the delta extension)."""
         if self._con is None:
             from lakehouse.query import duckdb as duck
 
-            self._con = duck.connect()
+            self._con = duck.connect(delta=False)
         return self._con
 
     def sorted_check(self) -> Check:
@@ -283,7 +284,7 @@ def unsorted_days(d: TableDefinition, files: dict[dt.date, list[str]], con: Any 
     ordered = {day: batch_order(paths) for day, paths in files.items() if paths}
     if not ordered:
         return {}
-    con = con if con is not None else duck.connect()
+    con = con if con is not None else duck.connect(delta=False)
     wanted = [c for c in d.sort_order if c in d.column_names]
     have: dict[str, set[str]] = {}
     every = [p for paths in ordered.values() for p in paths]

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.definitions import TableDefinition
 from lakehouse.errors import QualityGateFailed, first_line
@@ -25,6 +24,8 @@ from lakehouse.quality.model import CheckResult, Report
 from lakehouse.quality.results import record
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import DataFrame, SparkSession
 
 UTC = dt.timezone.utc
@@ -32,17 +33,27 @@ SAMPLE = gx.SAMPLE
 """How many offending rows a result shows."""
 
 
-def run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archive: str | None,
-                   stored: str, tagged: str) -> list[CheckResult]:
-    """The row invariants over the views ``view`` (rows in scope), ``archive`` (archived rows
-    with their cutoff), ``stored`` (every stored row) and ``tagged`` (lakehouse.quality.invariants),
-    as check results."""
+def run_invariants(spark: "SparkSession", d: TableDefinition, frames: "Mapping[str, DataFrame | None]") -> list[CheckResult]:
+    """The row invariants over ``frames``: ``view`` (rows in scope), ``archive`` (archived rows
+    with their cutoff; None: no invariant about the cutoff), ``stored`` (every stored row) and
+    ``tagged`` (lakehouse.quality.invariants), as check results.
+
+    The frames are not registered as views: each query names the frames it reads
+    (``spark.sql(text, **frames)``), which on Spark Connect sends their plans inside the one SQL
+    request (a view is two more requests, each planning its frame, to create and to drop)."""
     from lakehouse.output import json_value
     from lakehouse.spark.session import QUERIES_AT_ONCE
 
-    invariants = row_invariants(d, view, archive, stored)
+    given = {k: v for k, v in frames.items() if v is not None}
+    archive = "{archive}" if "archive" in given else None
+    invariants = row_invariants(d, "{view}", archive, "{stored}")
+
+    def sql(text: str) -> "DataFrame":
+        refs: dict[str, Any] = {k: v for k, v in given.items() if "{" + k + "}" in text}
+        return spark.sql(text, None, **refs)
+
     try:  # every count in one query, one read of the rows; rows only of those that fail
-        first = spark.sql(counts_sql(d, tagged, archive is not None)).first()
+        first = sql(counts_sql(d, "{tagged}", archive is not None)).first()
         counts: list[int | None] = [int(n) for n in first] if first is not None else [None] * len(invariants)
     except Exception:  # noqa: BLE001 - asked one by one below, so each that cannot run says why
         counts = [None] * len(invariants)
@@ -50,8 +61,8 @@ def run_invariants(spark: "SparkSession", d: TableDefinition, view: str, archive
     def one(inv: Invariant, n: int | None) -> CheckResult:
         try:
             if n is None:
-                n = int(spark.sql(count_sql(inv)).first()[0])  # type: ignore[index]
-            sample = json_value(spark.sql(f"{inv.rows_sql} LIMIT {SAMPLE}").toArrow().to_pylist()) if n else []
+                n = int(sql(count_sql(inv)).first()[0])  # type: ignore[index]
+            sample = json_value(sql(f"{inv.rows_sql} LIMIT {SAMPLE}").toArrow().to_pylist()) if n else []
         except Exception as e:  # noqa: BLE001 - a check that cannot run is a failed result
             return CheckResult(inv.name, "invariant", False, detail=f"could not run: {first_line(e)}")
         return CheckResult(inv.name, "invariant", n == 0, observed=n, unexpected_count=n, sample=sample)
@@ -69,19 +80,11 @@ def gate(spark: "SparkSession", d: TableDefinition, staged: "DataFrame", cutoff_
     from pyspark.sql import functions as F
 
     report = Report(d.name, "staged", None, run_id, dt.datetime.now(UTC))
-    tag = f"_lhq_{d.name}_{uuid.uuid4().hex[:6]}"
     rows = staged.select(*d.visible_columns)
-    rows.createOrReplaceTempView(f"{tag}_rows")
     archive = rows.withColumn("cutoff_ts", F.lit(cutoff_at).cast("timestamp"))
-    archive.createOrReplaceTempView(f"{tag}_archive")
-    archive.withColumns({IN_VIEW: F.lit(True), IN_ARCHIVE: F.lit(True)}).createOrReplaceTempView(f"{tag}_tagged")
-    try:
-        report.checks += run_invariants(spark, d, f"{tag}_rows", f"{tag}_archive", f"{tag}_rows", f"{tag}_tagged")
-        report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.staged", f"tables/{d.name}.yaml",
-                                     docs=True)
-    finally:
-        for n in ("rows", "archive", "tagged"):
-            spark.catalog.dropTempView(f"{tag}_{n}")
+    tagged = archive.withColumns({IN_VIEW: F.lit(True), IN_ARCHIVE: F.lit(True)})
+    report.checks += run_invariants(spark, d, {"view": rows, "archive": archive, "stored": rows, "tagged": tagged})
+    report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.staged", f"tables/{d.name}.yaml", docs=True)
     report.docs = gx.docs_index(warehouse) if d.quality else None
     record(warehouse, report, "archive")
     if not report.ok:

@@ -121,8 +121,10 @@ def _context(warehouse: str) -> Any:
 
 
 def validate(spark: "SparkSession", df: "DataFrame", d: TableDefinition, warehouse: str, suite_name: str,
-             source: str, docs: bool = True) -> list[CheckResult]:
-    """Run the table's expectations on ``df`` (one GE checkpoint); one CheckResult per expectation."""
+             source: str, docs: bool = True, cache: bool = False) -> list[CheckResult]:
+    """Run the table's expectations on ``df`` (a GE checkpoint: one run when no row is unexpected,
+    see below); one CheckResult per expectation. ``cache``: ``df`` is worth reading once into
+    Spark's cache when GE asks it for the unexpected rows (a query per expectation)."""
     import_ge()
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
@@ -139,15 +141,40 @@ def validate(spark: "SparkSession", df: "DataFrame", d: TableDefinition, warehou
     suite = gx.ExpectationSuite(name=suite_name, expectations=expectations)
     suite = ctx.suites.add_or_update(suite)
     vd = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(name=suite_name, data=batch_def, suite=suite))
-    fmt: dict[str, Any] = {"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE}
-    if d.primary_key:
-        fmt["unexpected_index_column_names"] = list(d.primary_key)
-    cp = ctx.checkpoints.add_or_update(gx.Checkpoint(
-        name=suite_name, validation_definitions=[vd], result_format=fmt,
-        actions=[UpdateDataDocsAction(name="docs", site_names=[SITE])] if docs else []))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = cp.run(batch_parameters={"dataframe": df})
+
+    def run(fmt: dict[str, Any], actions: list[Any]) -> Any:
+        cp = ctx.checkpoints.add_or_update(gx.Checkpoint(
+            name=suite_name, validation_definitions=[vd], result_format=fmt, actions=actions))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cp.run(batch_parameters={"dataframe": df})
+
+    # First the counts alone: no unexpected values or keys, so no query per expectation for them
+    # (two each, GE asks them whatever the counts). Only when a count is not 0 (or a check fails
+    # or raises) are they asked for, in a second run that replaces the first in the results.
+    result = run({"result_format": "SUMMARY", "partial_unexpected_count": 0}, [])
+    if all(r.success and not (r.result or {}).get("unexpected_count") and not _raised(r)
+           for vr in result.run_results.values() for r in vr.results):
+        if docs:
+            from great_expectations.data_context.types.resource_identifiers import (
+                ExpectationSuiteIdentifier,
+            )
+
+            ctx.build_data_docs(site_names=[SITE], resource_identifiers=[
+                *result.run_results, ExpectationSuiteIdentifier(name=suite_name)])
+    else:
+        for key in result.run_results:
+            ctx.validation_results_store.remove_key(key)
+        fmt: dict[str, Any] = {"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE}
+        if d.primary_key:
+            fmt["unexpected_index_column_names"] = list(d.primary_key)
+        if cache:
+            df = df.persist()
+        try:
+            result = run(fmt, [UpdateDataDocsAction(name="docs", site_names=[SITE])] if docs else [])
+        finally:
+            if cache:
+                df.unpersist()
     out: dict[int, CheckResult] = {}
     for vr in result.run_results.values():
         for r in vr.results:
@@ -156,11 +183,17 @@ def validate(spark: "SparkSession", df: "DataFrame", d: TableDefinition, warehou
     return [out[i] for i in sorted(out)]
 
 
+def _raised(r: Any) -> bool:
+    """Whether GE's result ``r`` of one expectation says its computation raised."""
+    err = (r.exception_info or {}) if isinstance(r.exception_info, dict) else {}
+    return bool(err.get("raised_exception") or any(
+        isinstance(v, dict) and v.get("raised_exception") for v in err.values()))
+
+
 def _result(e: Expectation, r: Any) -> CheckResult:
     res = dict(r.result or {})
     err = (r.exception_info or {}) if isinstance(r.exception_info, dict) else {}
-    raised = err.get("raised_exception") or any(
-        isinstance(v, dict) and v.get("raised_exception") for v in err.values())
+    raised = _raised(r)
     message = err.get("exception_message") or next(
         (v.get("exception_message") for v in err.values() if isinstance(v, dict) and v.get("exception_message")), None)
     sample = res.get("partial_unexpected_index_list") or res.get("partial_unexpected_list") or []

@@ -63,10 +63,11 @@ def _identity(path: str) -> tuple[str, int, int, int]:
     return path, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def connect(s3: S3 | None = None) -> Any:
-    """A DuckDB connection with the delta extension and lakehouse's macros; TimeZone = UTC. It
-    also reads the object store ``s3`` (default: the project's, when its warehouse is on S3): its
-    extensions loaded, a secret that names the credential chain.
+def connect(s3: S3 | None = None, delta: bool = True) -> Any:
+    """A DuckDB connection with the delta extension (``delta``: a connection that reads Parquet
+    files alone does without) and lakehouse's macros; TimeZone = UTC. It also reads the object
+    store ``s3`` (default: the project's, when its warehouse is on S3): its extensions loaded, a
+    secret that names the credential chain.
 
     DuckDB checks an extension's signature at every LOAD by hashing the whole file (the delta
     extension's 80 MB: 0.3 s of CPU, 30 times the rest of a connection). A process's first
@@ -78,7 +79,8 @@ def connect(s3: S3 | None = None) -> Any:
     from lakehouse.query.dialect.macros import MACROS
 
     s3 = s3 or objectstore.configured()
-    files = [extension_path("delta"), *(extension_path(n) for n in DUCKDB_EXTENSIONS if s3 is not None)]
+    files = [*([extension_path("delta")] if delta else []),
+             *(extension_path(n) for n in DUCKDB_EXTENSIONS if s3 is not None)]
     known = [_identity(f) for f in files]
     if not all(k in _SIGNED for k in known):
         with duckdb.connect(":memory:") as checking:  # DuckDB's default: every LOAD's signature checked

@@ -154,7 +154,7 @@ def run_on_views(spark: SparkSession, sql: str, checked: guard.Checked | None = 
     """Run one read-only Spark SQL statement on the views registered already (``register_splits``)."""
     checked = checked or guard.check(sql)
     try:
-        tree = parsed_plan(spark, sql)
+        tree = parsed_plan(spark, sql, checked.kind == "query")
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"spark: {first_line(e)}") from None
     confirm(tree, checked)
@@ -164,17 +164,29 @@ def run_on_views(spark: SparkSession, sql: str, checked: guard.Checked | None = 
         raise QueryError(f"spark: {first_line(e)}") from None
 
 
-def parsed_plan(spark: SparkSession, sql: str) -> str:
+def parsed_plan(spark: SparkSession, sql: str, query: bool = False) -> str:
     """The tree of the plan Spark's parser makes of ``sql``, as text, read without running it.
     A classic session asks Spark's own parser (no planning: milliseconds); a Spark Connect
     session, which runs a command at once and has no parse-only request, reads the parsed plan
-    out of ``EXPLAIN EXTENDED`` (the same tree: Spark prints it with the same ``treeString``)."""
+    out of ``EXPLAIN EXTENDED`` (the same tree: Spark prints it with the same ``treeString``).
+
+    There a ``query`` (the guard found one) is explained as ``SELECT * FROM (<sql>) LIMIT 0``
+    first: Spark's optimizer turns a limit of 0 into an empty relation before it plans any scan,
+    so the explanation costs no file listing or Delta file skipping (the query plans them once
+    more when it runs). The wrapper's tree holds everything Spark parsed of ``sql`` and is
+    checked (``confirm``) as a whole; a command, a second statement or a comment left open
+    cannot stand inside the parentheses, and what does not parse so is explained as it stands."""
     parser = _parser(spark)
     if parser is not None:
         try:
             return str(parser.parsePlan(sql).treeString()).strip("\n")
         except Exception as e:  # noqa: BLE001 - Spark could not parse it: its message's first line
             raise QueryError(f"spark: {first_line(e)}") from None
+    if query:
+        try:
+            return explained_plan(spark, f"SELECT * FROM (\n{sql}\n) LIMIT 0")
+        except Exception:  # noqa: BLE001 - not a query inside parentheses: explained as it stands
+            pass
     return explained_plan(spark, sql)
 
 
