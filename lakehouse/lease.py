@@ -205,10 +205,17 @@ class Lease:
         raise LeaseHeld(f"{self.what}: could not take the lease in {self.folder} (too much contention)")
 
     def _prune(self, gen: int) -> None:
-        """Delete the generation files older than the one before ``gen``."""
+        """Delete the generation files older than the one before ``gen``, and the temporary file
+        a writer killed inside its exclusive create may have left (``storage.create_exclusive``)
+        once it is older than a lease lasts."""
         for g in _lease_generations(self.folder):
             if g < gen - 1:
                 storage.delete(os.path.join(self.folder, f"{g}.json"))
+        if storage.is_local(self.folder):
+            old = (time.time() - LEASE_TTL_SECONDS) * 1e9
+            for f in storage.list_file_infos(self.folder):
+                if f.name.startswith(".") and ".json.tmp-" in f.name and f.mtime_ns < old:
+                    storage.delete(os.path.join(self.folder, f.name))
 
     def _write_own(self, expires: float) -> None:
         """Rewrite this holder's generation file atomically (temp file, then rename)."""

@@ -715,8 +715,13 @@ def test_a_lease_file_that_is_not_a_whole_record_is_held_until_it_expires_not_fo
         Lease(str(folder), "x").acquire()
     old = time.time() - LEASE_TTL_SECONDS - 5
     os.utime(f, (old, old))  # written that long ago: expired
+    left, fresh = folder / ".1.json.tmp-1-00000000", folder / ".3.json.tmp-2-00000000"
+    left.write_bytes(b"{")  # what writers killed inside their exclusive create leave
+    fresh.write_bytes(b"{")
+    os.utime(left, (old, old))
     with Lease(str(folder), "x", ttl=30):
         assert read_lease(str(folder)).generation == 2
+    assert not left.exists() and fresh.exists()  # a temporary file is removed once a lease would have expired
 
 
 @pytest.mark.spark
