@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -698,6 +699,41 @@ def test_a_writer_stopped_inside_an_exclusive_create_leaves_no_file_under_the_na
     other = str(tmp_path / "lease" / "2.json")
     assert storage.create_exclusive(other, b"z") and not storage.create_exclusive(other, b"w")
     assert open(other, "rb").read() == b"z" and sorted(os.listdir(tmp_path / "lease")) == ["1.json", "2.json"]
+
+
+def test_holders_killed_at_random_instants_of_taking_and_giving_back_a_lease_never_block_it(tmp_path):
+    """A process taking and releasing one lease in a loop, killed (SIGKILL) at random instants:
+    every generation file left is a whole record, and the next taker gets the lease at once (the
+    killed holder is seen gone on this machine), whatever instant the kill hit."""
+    import json
+    import random
+    import signal
+    import time
+
+    from lakehouse.lease import Lease
+
+    folder = str(tmp_path / "lease")
+    code = (
+        "import sys; from lakehouse.lease import Lease\n"
+        "print('ready', flush=True)\n"
+        f"while True:\n    Lease({folder!r}, 'x', ttl=600).acquire().release()\n"
+    )
+    rng = random.Random(20261128)
+    for _ in range(8):
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.getcwd()})
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.0, 0.15))
+        p.send_signal(signal.SIGKILL)
+        assert p.wait(30) == -signal.SIGKILL
+        p.stdout.close()
+        for name in os.listdir(folder):
+            if name.endswith(".json") and not name.startswith("."):
+                assert set(json.loads((Path(folder) / name).read_text())) >= {"holder", "pid", "expires"}, name
+        started = time.monotonic()
+        with Lease(folder, "x", ttl=30):
+            pass
+        assert time.monotonic() - started < 5
 
 
 def test_a_lease_file_that_is_not_a_whole_record_is_held_until_it_expires_not_for_good(tmp_path):
