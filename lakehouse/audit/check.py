@@ -41,10 +41,9 @@ scope whose data files hold up to this many bytes (compressed; its days only, wi
 then read once into Spark's cache (memory, then the executors' disks) and released after."""
 
 
-def _frames(spark: "SparkSession", split: "Split", scope: str,
-            day: dt.date | None) -> tuple[dict[str, "DataFrame | None"], "DataFrame"]:
-    """The invariants' frames of the scope (lakehouse.quality.gate.run_invariants) and the rows in
-    scope (for the expectations)."""
+def _frames(spark: "SparkSession", split: "Split", scope: str, day: dt.date | None) -> dict[str, "DataFrame"]:
+    """The invariants' frames of the scope (lakehouse.quality.gate.run_invariants): ``view``, the
+    rows in scope, is also what the expectations read; no ``archive`` when the scope is live."""
     from pyspark.sql import functions as F
 
     from lakehouse.query import spark as spark_q
@@ -55,8 +54,10 @@ def _frames(spark: "SparkSession", split: "Split", scope: str,
         rows = rows.where(F.col(PARTITION_COLUMN) == F.lit(day))
     stored = {"all": live.unionByName(arch), "live": live, "archive": arch}[scope]
     tagged = spark_q.tagged(split, live if scope != "archive" else None, arch if scope != "live" else None)
-    archive = spark_q.with_cutoff(arch, split) if scope != "live" else None
-    return {"view": rows, "archive": archive, "stored": stored, "tagged": tagged}, rows
+    frames = {"view": rows, "stored": stored, "tagged": tagged}
+    if scope != "live":
+        frames["archive"] = spark_q.with_cutoff(arch, split)
+    return frames
 
 
 def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str = "all",
@@ -72,7 +73,7 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
         gx.preload()  # GE's imports run while Spark answers the invariants
     report = Report(d.name, scope, day, uuid.uuid4().hex[:12], dt.datetime.now(UTC))
     split = current(source)  # one pair of pinned snapshots (live first) for the row and the file checks
-    frames, rows = _frames(spark, split, scope, day)
+    frames = _frames(spark, split, scope, day)
     report.versions = {"live_version": split.live.version, "archive_version": split.archive.version,
                        "cutoff": split.cutoff}
     files = None if scope == "live" else ArchiveFiles(source, split.archive, days={day} if day else None)
@@ -82,7 +83,7 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
             report.checks.append(_from_verify(c))
     if d.quality:
         cache = _scope_bytes(split, scope, files, day) <= CACHE_BYTES
-        report.checks += gx.validate(spark, rows, d, warehouse, f"{d.name}.{scope}", f"tables/{d.name}.yaml",
+        report.checks += gx.validate(spark, frames["view"], d, warehouse, f"{d.name}.{scope}", f"tables/{d.name}.yaml",
                                      docs=docs, cache=cache)
     if d.quality and docs:
         report.docs = gx.docs_index(warehouse)

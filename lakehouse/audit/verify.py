@@ -33,7 +33,7 @@ from lakehouse.query import TableSource
 from lakehouse.query.compare import compare
 from lakehouse.query.split import Split, current
 from lakehouse.spark.session import QUERIES_AT_ONCE
-from lakehouse.sql import duck_ident, literal_body, spark_ident
+from lakehouse.sql import duck_ident, spark_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,19 +111,9 @@ def _spark_views(spark: "SparkSession", split: Split) -> list[Callable[[], None]
 
 def _duck_views(con: Any, split: Split) -> None:
     """The table's tagged view on DuckDB, on the same versions."""
-    from lakehouse.quality.invariants import IN_ARCHIVE, IN_VIEW
-    from lakehouse.query.duckdb import in_split_sql
+    from lakehouse.query.duckdb import tagged_sql
 
-    d, p = split.source.definition, split.source.paths
-    cols = ", ".join(duck_ident(c) for c in d.visible_columns)
-    cutoff = split.archive.cutoff
-    cut_sql = f"to_timestamp({cutoff})" if cutoff is not None else "CAST(NULL AS TIMESTAMPTZ)"
-    arch = f"delta_scan('{literal_body(p.archive)}', version => {split.archive.version})"
-    live = f"delta_scan('{literal_body(p.live)}', version => {split.live.version})"
-    con.execute(f"CREATE VIEW {duck_ident(_tagged(d))} AS "
-                f"SELECT {cols}, {cut_sql} AS cutoff_ts, TRUE AS {IN_VIEW}, TRUE AS {IN_ARCHIVE} FROM {arch} "
-                f"UNION ALL BY NAME SELECT {cols}, {cut_sql} AS cutoff_ts, "
-                f"coalesce({in_split_sql(split)}, FALSE) AS {IN_VIEW}, FALSE AS {IN_ARCHIVE} FROM {live}")
+    con.execute(f"CREATE VIEW {duck_ident(_tagged(split.source.definition))} AS {tagged_sql(split)}")
 
 
 def _answer(on_spark: "Future[pa.Table]", on_duck: pa.Table | Exception) -> tuple[pa.Table, pa.Table] | str:

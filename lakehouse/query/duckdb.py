@@ -132,6 +132,24 @@ def in_split_sql(split: Split) -> str:
             f" AND {duck_ident(split.event_time)} >= to_timestamp({int(cutoff)})")
 
 
+def tagged_sql(split: Split) -> str:
+    """DuckDB SQL of the invariants' ``tagged`` view (lakehouse.quality.invariants) of a table's
+    stored rows at the split's pinned versions: every live and archive row once, with whether the
+    split view holds it, whether it is an archive row, and the cutoff as ``cutoff_ts`` (the Spark
+    side: query.spark.tagged)."""
+    from lakehouse.quality.invariants import IN_ARCHIVE, IN_VIEW
+
+    d, p = split.source.definition, split.source.paths
+    cols = ", ".join(duck_ident(c) for c in d.visible_columns)
+    cutoff = split.archive.cutoff
+    cut_sql = f"to_timestamp({cutoff})" if cutoff is not None else "CAST(NULL AS TIMESTAMPTZ)"
+    arch = f"delta_scan('{literal_body(p.archive)}', version => {split.archive.version})"
+    live = f"delta_scan('{literal_body(p.live)}', version => {split.live.version})"
+    return (f"SELECT {cols}, {cut_sql} AS cutoff_ts, TRUE AS {IN_VIEW}, TRUE AS {IN_ARCHIVE} FROM {arch} "
+            f"UNION ALL BY NAME SELECT {cols}, {cut_sql} AS cutoff_ts, "
+            f"coalesce({in_split_sql(split)}, FALSE) AS {IN_VIEW}, FALSE AS {IN_ARCHIVE} FROM {live}")
+
+
 def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = None) -> None:
     """One view per table: on the tables' current snapshots (live read first), or on the
     versions ``as_of`` pinned (then only those)."""

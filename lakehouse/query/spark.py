@@ -33,7 +33,6 @@ def frame(spark: SparkSession, split: Split) -> DataFrame:
     """Render the split view (lakehouse.query.split) as a Spark DataFrame on its pinned versions."""
     from pyspark.sql import functions as F
 
-
     def side(path: str, version: int, absent: frozenset[str]) -> tuple[DataFrame, list[Any]]:
         df = spark.read.format("delta").option("versionAsOf", version).load(path)
         return df, [F.lit(None).cast(split.column_type(c).spark_ddl()).alias(c) if c in absent else c
