@@ -119,6 +119,9 @@ def test_ge_asks_for_unexpected_rows_only_when_a_count_is_not_0_then_on_a_cached
     source = TableSource(trips.lh.definition("trips"), trips.lh.paths("trips"))
     split = current(source)
     files = ArchiveFiles(source, split.archive)
+    # the file checks' own DuckDB connection reads Parquet files alone: no delta extension loaded
+    loaded = "SELECT count(*) FROM duckdb_extensions() WHERE extension_name = 'delta' AND loaded"
+    assert files.con.execute(loaded).fetchone()[0] == 0 and files.sorted_check().ok
     assert 0 < check._scope_bytes(split, "all", files, None) <= check.CACHE_BYTES
     assert check._scope_bytes(split, "live", None, None) + check._scope_bytes(split, "archive", files, None) == \
         check._scope_bytes(split, "all", files, None)
