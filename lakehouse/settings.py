@@ -20,6 +20,17 @@ from lakehouse.objectstore import S3, is_s3, normalize_uri
 
 PROJECT_KEYS = ("warehouse", "master", "remote", "spark", "s3")
 """The keys of a project's ``[tool.lakehouse]`` table."""
+PRIVATE_FOLDER = ".lakehouse"
+"""The project's private folder (mode 0700): the Spark Connect server's and the command host's
+records, sockets and logs."""
+
+
+def private_folder(project: Path) -> Path:
+    """The project's private folder, created readable by the user alone."""
+    d = project / PRIVATE_FOLDER
+    d.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(d, 0o700)
+    return d
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,7 @@ ENVIRONMENT: dict[str, str] = {
     "LAKEHOUSE_SHUFFLE_PARTITIONS": "spark.sql.shuffle.partitions on a local master (default 4)",
     "LAKEHOUSE_DRIVER_MEMORY": "spark.driver.memory on a local master (default 2g)",
     "LAKEHOUSE_SPARK_CONF": "more Spark settings, spark.KEY=VALUE separated by spaces, applied after lakehouse's own",
+    "LAKEHOUSE_HOST": "0/false/no/off: commands never run in the project's command host (default: they do while it runs)",
     "LAKEHOUSE_DEBUG": "set: an unexpected error prints its traceback instead of one line",
     "LAKEHOUSE_ARCHIVE_FLOCK": "0/false/no/off: no OS lock next to the table's lease (default on)",
     "LAKEHOUSE_ARCHIVE_LEASE_SECONDS": "how long a table's lease lasts without renewal (default 120)",

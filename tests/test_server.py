@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse.cli import hosting
+from lakehouse.settings import private_folder
 from lakehouse.spark import server
 from tests.conftest import FAST_JVM, REPO, Project, cli, cli_in_process, suite_server
 
@@ -38,12 +40,13 @@ ROWS = (
 )
 
 
-def lakehouse(root: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def lakehouse(root: Path | str, *args: str, env: dict[str, str] | None = None, timeout: float = 300,
+              cwd: Path | None = None) -> subprocess.CompletedProcess:
     """``lakehouse --project root ...`` in a process of its own, with no LAKEHOUSE_* of ours."""
     child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
     child.update(LAKEHOUSE_JAVA_OPTS=FAST_JVM, **(env or {}))
     return subprocess.run([sys.executable, "-m", "lakehouse.cli", "--project", str(root), *args],
-                          env=child, capture_output=True, text=True, timeout=timeout)
+                          env=child, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def repo_project(root: Path) -> Path:
@@ -62,8 +65,12 @@ def running(tmp_path_factory):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     yield root, doc
+    host = hosting.read_record(root)
     assert lakehouse(root, "server", "stop").returncode == 0
     assert not (root / ".lakehouse" / "tmp").exists()  # its scratch went with it
+    # the command host went with the server
+    assert host is not None and not hosting.running(host["pid"])
+    assert not (root / ".lakehouse" / "host.json").exists() and not (root / ".lakehouse" / "host.sock").exists()
 
 
 def test_start_records_the_server_privately_and_status_says_commands_use_it(running):
@@ -134,7 +141,7 @@ def test_a_stale_record_is_noticed_with_one_line_and_ignored(tmp_path):
     rec = server.ServerRecord(port=server._free_port(), pid=pid, token="t", project=str(root),
                               warehouse=str(root / "warehouse"), master="local[1]", started="2026-11-28T00:00:00+00:00",
                               log=str(root / ".lakehouse" / "server.log"))
-    server.folder(root)
+    private_folder(root)
     (server.scratch_path(root) / "blockmgr-1").mkdir(parents=True)
     server.record_path(root).write_text(json.dumps(dataclasses.asdict(rec)))
     st = json.loads(lakehouse(root, "server", "status", "--format", "json").stdout)
@@ -279,3 +286,138 @@ def test_the_job_of_a_killed_command_is_stopped_before_the_next_command_starts(t
 
     assert not [e for e in fence.folder(url).glob("*.json")
                 if not lease.alive(json.loads(e.read_text())["pid"])]
+
+
+# -- the command host: commands of a project with a server run in a pre-imported process --------
+
+def _host_children(host_pid: int) -> list[int]:
+    """The processes the host forked (the commands it runs)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat_line = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat_line.rsplit(")", 1)[1].split()[1]) == host_pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _wait_for(what, seconds: float = 30.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"not within {seconds}s: {what}")
+
+
+def _watching(root: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    """``lakehouse ingest trips --source <empty folder> --watch`` (runs until a signal) as a process of its own."""
+    source = cwd / "landing"
+    source.mkdir(exist_ok=True)
+    child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    child.update(LAKEHOUSE_JAVA_OPTS=FAST_JVM, **env)
+    return subprocess.Popen([sys.executable, "-m", "lakehouse.cli", "--project", str(root), "ingest", "trips",
+                             "--source", "landing", "--watch", "--format", "json"],
+                            cwd=cwd, env=child, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def test_commands_run_in_the_host_with_the_callers_folder_environment_streams_and_signals(running, tmp_path):
+    root, doc = running
+    host = hosting.read_record(root)
+    assert host is not None and doc["host"] == f"running (pid {host['pid']})"
+    for name in ("host.json", "host.sock"):
+        assert stat.S_IMODE(os.stat(root / ".lakehouse" / name).st_mode) == 0o600
+    status = json.loads(lakehouse(root, "server", "status", "--format", "json").stdout)
+    assert status["host"] == f"running (pid {host['pid']})"
+    assert lakehouse(root, "migrate").returncode == 0
+    proc = _watching(root, tmp_path, {})
+    try:
+        [child] = _wait_for(lambda: _host_children(host["pid"]))
+        assert os.readlink(f"/proc/{child}/cwd") == str(tmp_path)
+        for fd in (0, 1, 2):  # the caller's own pipes, not copies
+            assert os.readlink(f"/proc/{child}/fd/{fd}") == os.readlink(f"/proc/{proc.pid}/fd/{fd}")
+        time.sleep(2)  # past the watch's first scan
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the command's process passes it on
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopping after the current batch" in err  # the child's own SIGINT handler ran
+    assert json.loads(out)["files_ingested"] == 0
+    assert _host_children(host["pid"]) == []
+
+
+def test_a_killed_command_takes_its_hosted_child_with_it_and_the_host_serves_on(running, tmp_path):
+    root, _ = running
+    host = hosting.read_record(root)
+    assert host is not None
+    proc = _watching(root, tmp_path, {})
+    [child] = _wait_for(lambda: _host_children(host["pid"]))
+    proc.kill()
+    proc.wait()
+    _wait_for(lambda: not hosting.running(child) and _host_children(host["pid"]) == [], 10)
+    runs = [subprocess.Popen([sys.executable, "-m", "lakehouse.cli", "--project", str(root), "tables", "--format", "json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for r in runs:  # at once: a child each
+        out, err = r.communicate(timeout=120)
+        assert r.returncode == 0 and {t["name"] for t in json.loads(out)} == {"trips", "driver_pings"}, err
+
+
+def test_a_hosted_command_killed_at_a_crash_point_ends_with_its_signal_and_the_next_finishes_its_work(running):
+    root, _ = running
+    data = root / "more.csv"
+    data.write_text("trip_id,city_id,status,fare_total,fare_local,event_time\nk1,3,2,1.5,1.50,2026-11-24T10:00:00Z\n")
+    assert lakehouse(root, "migrate").returncode == 0
+    killed = lakehouse(root, "load", "trips", str(data), env={"LAKEHOUSE_CRASH_AT": "ingest_after_live"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    again = lakehouse(root, "load", "trips", str(data), "--format", "json")
+    assert again.returncode == 0, again.stderr
+    doc = json.loads(again.stdout)  # the killed load's batch finished first, its row once
+    assert doc["recovered_batches"] and doc["rows_loaded"] == 1 and doc["rows_rejected"] == 0, doc
+
+
+def test_a_hosted_command_answers_as_one_in_its_own_process(running):
+    """Output, errors and status the same with the host and without it, also where they depend on
+    the caller's environment (the warehouse a variable names) and folder (a relative path)."""
+    root, _ = running
+    elsewhere = {"LAKEHOUSE_WAREHOUSE": str(root / "elsewhere")}
+    cases = [((root, "tables", "--format", "json"), {}, None),
+             ((root, "query", "SELECT count(*) AS n FROM trips", "--format", "csv"), {}, None),
+             ((root, "query", "SELECT nope FROM trips"), {}, None),
+             ((root, "no-such-command"), {}, None),
+             ((root, "tables", "--format", "yaml"), {}, None),
+             ((root, "--format", "json", "rejects", "trips"), {}, None),
+             ((root, "tables", "--format", "json"), elsewhere, None),
+             ((".", "load", "trips", "nope.csv"), {}, root)]
+    for (where, *args), env, cwd in cases:
+        hosted = lakehouse(where, *args, env=env, cwd=cwd)
+        alone = lakehouse(where, *args, env={**env, "LAKEHOUSE_HOST": "off"}, cwd=cwd)
+        assert (hosted.returncode, hosted.stdout, hosted.stderr) == (alone.returncode, alone.stdout, alone.stderr), args
+    # and the environment did matter: the other warehouse holds no table yet
+    here, there = (json.loads(lakehouse(root, "tables", "--format", "json", env=e).stdout) for e in ({}, elsewhere))
+    assert all(t["created"] for t in here) and not any(t["created"] for t in there)
+
+
+def test_a_host_that_cannot_run_the_command_is_passed_over_with_one_line(running):
+    root, _ = running
+    path = root / ".lakehouse" / "host.json"
+    saved = path.read_text()
+    rec = json.loads(saved)
+    try:
+        for change, why in (({"identity": {**rec["identity"], "python": "/elsewhere/python3"}}, "it runs another python"),
+                            ({"code_stamp": 0.0}, "lakehouse's code changed since it started"),
+                            ({"pid": rec["server_pid"]}, f"its process {rec['server_pid']} is gone")):
+            path.write_text(json.dumps({**rec, **change}))
+            p = lakehouse(root, "tables", "--format", "json")
+            assert p.returncode == 0 and json.loads(p.stdout), p.stderr
+            notes = [ln for ln in p.stderr.splitlines() if ln.startswith("note: not using the command host")]
+            assert len(notes) == 1 and why in notes[0], p.stderr
+    finally:
+        path.write_text(saved)
+    quiet = lakehouse(root, "tables", "--format", "json", env={"LAKEHOUSE_HOST": "off"})
+    assert quiet.returncode == 0 and "command host" not in quiet.stderr

@@ -92,7 +92,15 @@ def main() -> None:
     one by one: non-daemon threads are joined and atexit handlers run (logging, temporary folders,
     the Spark session's), the standard streams are flushed, then ``os._exit``. With pyspark,
     pandas and Great Expectations imported that tear-down alone took about half a second of
-    every command (issue 25). An exception other than SystemExit ends the process the usual way."""
+    every command (issue 25). An exception other than SystemExit ends the process the usual way.
+
+    While the project's command host runs (lakehouse.cli.host), the command runs there instead:
+    this process hands it over, waits, and ends as the command ended."""
+    from lakehouse.cli import host
+
+    hosted = host.forward(sys.argv[1:])
+    if hosted is not None:
+        host.exit_as(hosted)
     try:
         cli(prog_name="lakehouse")
         code: object = 0

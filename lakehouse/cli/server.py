@@ -1,5 +1,7 @@
 """``lakehouse server start|stop|status``: the project's Spark Connect server, which every later
-command of the project uses instead of starting Spark itself (lakehouse.spark.server)."""
+command of the project uses instead of starting Spark itself (lakehouse.spark.server), and beside
+it the command host, in which those commands run without importing their libraries again
+(lakehouse.cli.host)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import click
 
 from lakehouse.cli.context import Ctx
 from lakehouse.cli.output import emit, format_option, handle_errors
+from lakehouse.errors import LakehouseError
 
-KEYS = ("state", "address", "pid", "master", "warehouse", "started", "log", "commands_use")
+KEYS = ("state", "address", "pid", "master", "warehouse", "started", "log", "commands_use", "host")
 
 
-def _row(state: str, rec: Any, uses: dict[str, Any] | None) -> dict[str, Any]:
+def _row(state: str, rec: Any, uses: dict[str, Any] | None, host: str | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"state": state, "address": None, "pid": None, "master": None, "warehouse": None,
                            "started": None, "log": None}
     if rec is not None:
@@ -22,6 +25,8 @@ def _row(state: str, rec: Any, uses: dict[str, Any] | None) -> dict[str, Any]:
     if uses is not None:
         row["commands_use"] = uses["spark"] + (f" ({uses['address']})" if uses.get("address") else "") + (
             f": {uses['why']}" if uses.get("why") else "")
+    if host is not None:
+        row["host"] = host
     return row
 
 
@@ -42,12 +47,22 @@ def server() -> None:
 @handle_errors
 def start(obj: Ctx, port: int | None, fmt: str | None) -> None:
     """Start the server and wait until it answers."""
+    from lakehouse.cli import hosting
+    from lakehouse.settings import env_flag
     from lakehouse.spark import server as connect_server
 
-    rec = connect_server.start(obj.lakehouse.settings, port)
-    row = _row("running", rec, None)
+    settings = obj.lakehouse.settings
+    rec = connect_server.start(settings, port)
+    host = "off (LAKEHOUSE_HOST)"
+    if env_flag("LAKEHOUSE_HOST", True):
+        try:
+            host = f"running (pid {hosting.start(settings.project, rec.pid)['pid']})"
+        except LakehouseError as e:  # the server serves all the same: commands import their libraries themselves
+            host = f"not started: {e}"
+            click.echo(f"note: {host}", err=True)
+    row = _row("running", rec, None, host)
     _emit(obj.fmt(fmt), row, f"Spark Connect server running on {rec.address} (pid {rec.pid}, master {rec.master}); "
-                             f"commands of this project use it; log: {rec.log}")
+                             f"commands of this project use it; command host: {host}; log: {rec.log}")
 
 
 @server.command()
@@ -56,10 +71,12 @@ def start(obj: Ctx, port: int | None, fmt: str | None) -> None:
 @handle_errors
 def stop(obj: Ctx, fmt: str | None) -> None:
     """Stop the server (commands start their own Spark again)."""
+    from lakehouse.cli import hosting
     from lakehouse.spark import server as connect_server
 
+    hosted = hosting.stop(obj.lakehouse.settings.project)
     rec = connect_server.stop(obj.lakehouse.settings)
-    row = _row("stopped" if rec else "not running", rec, None)
+    row = _row("stopped" if rec else "not running", rec, None, "stopped" if hosted else "not running")
     _emit(obj.fmt(fmt), row, f"stopped the Spark Connect server on {rec.address} (pid {rec.pid})" if rec
           else "no Spark Connect server runs for this project")
 
@@ -70,6 +87,7 @@ def stop(obj: Ctx, fmt: str | None) -> None:
 @handle_errors
 def status(obj: Ctx, fmt: str | None) -> None:
     """Whether a server runs for the project, and which Spark commands use."""
+    from lakehouse.cli import hosting
     from lakehouse.spark import server as connect_server
 
     settings = obj.lakehouse.settings
@@ -79,10 +97,11 @@ def status(obj: Ctx, fmt: str | None) -> None:
         state = "not running"
     else:
         state = "running" if connect_server.problem(rec, settings) is None else "not usable"
-    row = _row(state, rec, uses)
+    row = _row(state, rec, uses, hosting.status(settings.project))
     lines = [f"server: {state}" + (f" on {rec.address} (pid {rec.pid}, master {rec.master}, since {rec.started})"
                                    if rec is not None else "")]
     if rec is not None:
         lines.append(f"log: {rec.log}")
     lines.append(f"commands use: {row['commands_use']}")
+    lines.append(f"command host: {row['host']}")
     _emit(obj.fmt(fmt), row, "\n".join(lines))

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from lakehouse import objectstore, storage
 from lakehouse.errors import ConfigError, LakehouseError
 from lakehouse.lease import alive
-from lakehouse.settings import Settings, env
+from lakehouse.settings import PRIVATE_FOLDER, Settings, env, private_folder
 from lakehouse.spark.session import connect, current, get_spark, redact
 
 if TYPE_CHECKING:
@@ -45,8 +45,6 @@ log = logging.getLogger(__name__)
 MODULE = "lakehouse.spark.server"
 """This module's name, also when it runs as the server's ``__main__``."""
 
-FOLDER = ".lakehouse"
-"""The project's private folder (mode 0700) holding the server's record and log."""
 PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 TOKEN_VARIABLE = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 """How Spark Connect's server and client take the pre-shared token (never on a command line)."""
@@ -78,22 +76,14 @@ class ServerRecord:
         return f"sc://127.0.0.1:{self.port}"
 
 
-def folder(project: Path) -> Path:
-    """The project's private folder, created readable by the user alone."""
-    d = project / FOLDER
-    d.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(d, 0o700)
-    return d
-
-
 def record_path(project: Path) -> Path:
     """Where the project's server is recorded."""
-    return project / FOLDER / "server.json"
+    return project / PRIVATE_FOLDER / "server.json"
 
 
 def scratch_path(project: Path) -> Path:
     """The server JVM's scratch (Spark's local dirs, session artifacts), emptied on each start."""
-    return project / FOLDER / "tmp"
+    return project / PRIVATE_FOLDER / "tmp"
 
 
 def read_record(project: Path) -> ServerRecord | None:
@@ -166,7 +156,7 @@ def session_for(settings: Settings) -> "SparkSession":
               f"{why}; starting Spark in this process", file=sys.stderr)
     quiet = env("LAKEHOUSE_LOG_LEVEL") is None  # -v / LAKEHOUSE_LOG_LEVEL: the JVM speaks on stderr
     return get_spark(settings.master, extra_conf=settings.spark_conf(),
-                     output=str(folder(settings.project) / "spark.log") if quiet else None)
+                     output=str(private_folder(settings.project) / "spark.log") if quiet else None)
 
 
 def _on_this_machine(url: str) -> bool:
@@ -199,7 +189,7 @@ def start(settings: Settings, port: int | None = None, timeout: float = START_SE
     if rec is not None and _alive(rec.pid) and _answers(rec.port):
         raise LakehouseError(f"a Spark Connect server already runs for this project ({rec.address}, pid {rec.pid}); "
                              "`lakehouse server stop` first")
-    private = folder(settings.project)
+    private = private_folder(settings.project)
     record_path(settings.project).unlink(missing_ok=True)
     chosen = port or _free_port()
     logfile = private / "server.log"
@@ -299,7 +289,7 @@ def serve(project: str, warehouse: str, master: str, port: int) -> None:
         time.sleep(0.1)
     rec = ServerRecord(port=port, pid=os.getpid(), token=token, project=project, warehouse=warehouse,
                        master=master, started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                       log=str(Path(project) / FOLDER / "server.log"))
+                       log=str(Path(project) / PRIVATE_FOLDER / "server.log"))
     path = record_path(Path(project))
     storage.write_json(str(path), asdict(rec), indent=2)
     os.chmod(path, 0o600)
