@@ -55,10 +55,10 @@ def test_bench_cli_times_commands_both_ways_and_leaves_nothing_running() -> None
     assert [c["command"] for c in doc["commands"]] == ["tables", "ingest-log", "archive --dry-run"]
     for c in doc["commands"]:
         assert c["server_s"] > 0 and c["no_server_s"] > 0 and c["duckdb_s"] is None
-    assert doc["goals"] == 2 and 0 <= doc["goals_met"] <= 2 and doc["server_start_s"] > 0
+    assert doc["goals"] == 2 and 0 <= doc["goals_met"] <= 2 and doc["server_start_s"] > 0 and doc["warmup"] is True
     # the scratch project's server is gone with it: no server process of a lakehouse-bench-cli folder
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "lakehouse-bench-cli-" not in procs
+    assert "lakehouse-bench-cli-" not in procs  # nor its command host (its arguments name the folder too)
 
 
 def test_bench_cli_refuses_unknown_commands_and_a_folder_without_tables(tmp_path: Path) -> None:

@@ -141,10 +141,11 @@ def _met(took: float | None, goal: float | None) -> bool | None:
 
 
 def bench_cli(project: Path, master: str, rounds: int = 3, rows: int = 20_000, days: int = 4,
-              only: Sequence[str] = ()) -> dict[str, Any]:
-    """Each command of the tour ``rounds`` times with the project's server up, then without one
-    (and on DuckDB where it has an engine): median seconds, against the goals. ``only`` limits the
-    commands to those names."""
+              only: Sequence[str] = (), warmup: bool = True) -> dict[str, Any]:
+    """Each command of the tour ``rounds`` times with the project's server up (after one untimed
+    run of each with ``warmup``: a server runs all day, its JIT and caches warm), then without
+    one (and on DuckDB where it has an engine): median seconds, against the goals. ``only``
+    limits the commands to those names."""
     if rounds < 1:
         raise LakehouseError(f"bench cli: --rounds must be at least 1, got {rounds}")
     known = [c.name for c in tour("", "", "")]
@@ -156,6 +157,8 @@ def bench_cli(project: Path, master: str, rounds: int = 3, rows: int = 20_000, d
         server_start, _ = s.run(("server", "start"))
         try:
             commands = [c for c in tour(*_setup(s, rows, days)) if not only or c.name in only]
+            for c in commands if warmup else ():
+                s.run(c.argv)
             with_server = {c.name: _median(s, c.argv, rounds) for c in commands}
             duckdb = {c.name: _median(s, c.duckdb, rounds) for c in commands if c.duckdb}
         finally:
@@ -171,5 +174,5 @@ def bench_cli(project: Path, master: str, rounds: int = 3, rows: int = 20_000, d
                                                  _met(alone[c.name], c.goal_alone))),
         })
     goals = [r for r in table if r["goal_server_s"] is not None or r["goal_no_server_s"] is not None]
-    return {"rounds": rounds, "rows": rows, "days": days, "server_start_s": round(server_start, 2),
+    return {"rounds": rounds, "warmup": warmup, "rows": rows, "days": days, "server_start_s": round(server_start, 2),
             "goals_met": sum(r["met"] for r in goals), "goals": len(goals), "commands": table}
