@@ -1,14 +1,19 @@
-"""The command host without Spark (lakehouse.cli.host, lakehouse.cli.hosting): how a command line
-names its project and command, a socket in a folder too deep for a socket address, how the
-command's process ends as the hosted command ended, and a real host's life beside a stand-in for
-the project's server (tests/test_server.py runs commands through a host beside a real server)."""
+"""The command host without Spark (lakehouse.cli.host, hosting, hosted): how a command line names
+its project and command, a socket in a folder too deep for a socket address, how the command's
+process ends as the hosted command ended, and real hosts beside a stand-in for the project's
+server: signals at the worst instants (right after the fork, a caller gone right after handing
+over, the host killed under a command, Ctrl-Z), the caller's umask, priority and limits, requests
+that never arrive or are not requests, a host it must not trust. tests/test_server.py runs
+commands through a host beside a real server."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -53,10 +58,11 @@ def test_a_socket_deeper_than_a_socket_address_allows_is_reached_through_its_fol
     path = deep / "host.sock"
     assert len(str(path)) > 108
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(host._address(path))
+        with host.address(path) as where:
+            listener.bind(where)
         listener.listen(1)
         assert path.exists()
-        with host._connect(path) as conn:
+        with host.connect(path) as conn:
             peer, _ = listener.accept()
             conn.sendall(b"x")
             assert peer.recv(1) == b"x"
@@ -71,39 +77,148 @@ def test_the_command_process_ends_as_the_hosted_command_ended(status):
     assert p.stdout == "said\n"  # flushed before it ended
 
 
-def _stand_in(tmp_path: Path) -> subprocess.Popen:
-    """A process the host takes for the project's Spark Connect server (its command line names
-    the server's module), without a JVM."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "lakehouse.spark.server"])
+def test_the_code_stamp_passes_over_what_cannot_be_read(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("x = 1\n")
+    os.symlink(pkg / "gone.py", pkg / ".#a.py")  # an editor's lock: a link to nowhere
+    assert host.code_stamp(str(pkg)) >= os.stat(pkg / "a.py").st_mtime
 
 
-def _project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
+# -- real hosts beside a stand-in server ---------------------------------------------------------------
+
+def _project(root: Path) -> Path:
     (root / "tables").mkdir(parents=True)
     (root / "tables" / "trips.yaml").write_text((REPO / "tables" / "trips.yaml").read_text())
     return root
 
 
-def _lakehouse(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-    child.update(env or {})
-    return subprocess.run([sys.executable, "-m", "lakehouse.cli", "--project", str(root), *args], env=child,
-                          capture_output=True, text=True, timeout=120)
+class Hosted:
+    """A project with a host beside a stand-in for its server (a process whose command line names
+    the server's module, without a JVM)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = _project(root)
+        self.server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)", "lakehouse.spark.server"])
+        self.rec = hosting.start(self.root, self.server.pid)
+        self.pid = int(self.rec["pid"])
+        self.folder = self.root / ".lakehouse"
+
+    def log(self) -> str:
+        return (self.folder / "host.log").read_text()
+
+    def ran(self) -> int:
+        """How many commands the host has run to their end."""
+        return self.log().count(") ended with status")
+
+    def lakehouse(self, *args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
+        child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+        child.update(env or {})
+        return subprocess.run([sys.executable, "-m", "lakehouse.cli", "--project", str(self.root), *args], env=child,
+                              capture_output=True, text=True, timeout=120, **kw)
+
+    def popen(self, *args: str, env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
+        child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+        child.update(env or {})
+        return subprocess.Popen([sys.executable, "-m", "lakehouse.cli", "--project", str(self.root), *args], env=child,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+    def hand_over(self, *args: str, env: dict[str, str] | None = None) -> socket.socket:
+        """A command's request as a command's process sends it (streams: /dev/null), nothing read back."""
+        conn = host.connect(self.folder / "host.sock")
+        body = json.dumps({"argv": ["--project", str(self.root), *args], "cwd": str(self.root),
+                           "env": {**os.environ, **(env or {})}, "streams": [None, None, None]}).encode()
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            socket.send_fds(conn, [struct.pack("!I", len(body))], [null, null, null])
+        finally:
+            os.close(null)
+        conn.sendall(body)
+        return conn
+
+    def children(self) -> list[int]:
+        out = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == self.pid:
+                        out.append(int(entry.name))
+                except (OSError, IndexError, ValueError):
+                    continue
+        return out
+
+    def close(self) -> None:
+        self.server.kill()
+        self.server.wait()
+        hosting.stop(self.root)
 
 
-def test_a_host_serves_while_its_server_runs_and_shrugs_off_a_bad_request(tmp_path):
-    root = _project(tmp_path)
-    server = _stand_in(tmp_path)
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    h = Hosted(tmp_path_factory.mktemp("hosted") / "proj")
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def own(tmp_path):
+    h = Hosted(tmp_path / "proj")
+    yield h
+    h.close()
+
+
+def _wait(what, seconds: float = 20.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.02)
+    raise AssertionError(f"not within {seconds}s")
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_hosted_command_answers_as_one_in_its_own_process_and_ran_in_the_host(shared):
+    assert hosting.status(shared.root) == f"running (pid {shared.pid})" and host.unusable(shared.rec) is None
+    for name in ("host.json", "host.sock"):
+        assert (os.stat(shared.folder / name).st_mode & 0o777) == 0o600
+    for args in (("tables", "--format", "json"), ("tables", "--format", "csv"), ("no-such-command",),
+                 ("tables", "--format", "yaml"), ("stream", "trips")):
+        before = shared.ran()
+        hosted, alone = shared.lakehouse(*args), shared.lakehouse(*args, env={"LAKEHOUSE_HOST": "off"})
+        assert (hosted.returncode, hosted.stdout, hosted.stderr) == (alone.returncode, alone.stdout, alone.stderr), args
+        assert shared.ran() == before + 1, args  # it ran there (and the one with the host off did not)
+
+
+def test_a_signal_right_after_the_fork_is_the_commands_not_the_hosts(shared):
+    """The host's own SIGTERM handler (stop) must never catch a command's signal."""
+    for _ in range(20):
+        with shared.hand_over("tables") as conn:
+            replies = conn.makefile("rb")
+            pid = json.loads(replies.readline())["pid"]
+            host.signal_child(pid, signal.SIGTERM)  # as a caller relays its SIGTERM the moment it knows the pid
+            assert json.loads(replies.readline()) == {"status": -signal.SIGTERM}
+    assert hosting.running(shared.pid)
+
+
+def test_a_caller_gone_right_after_handing_over_takes_the_command_with_it(shared):
+    before = shared.log().count("its caller hung up: killed")
+    for _ in range(10):
+        shared.hand_over("tables").close()  # gone before the host even forked
+    _wait(lambda: shared.log().count("its caller hung up: killed") == before + 10)
+    killed = [ln for ln in shared.log().splitlines() if "its caller hung up" in ln][-10:]
+    assert all(f"status {-signal.SIGKILL} " in ln for ln in killed), killed
+    assert shared.children() == []
+
+
+def test_requests_that_never_arrive_or_are_not_requests_block_nothing(shared):
+    silent = host.connect(shared.folder / "host.sock")  # says nothing at all
     try:
-        rec = hosting.start(root, server.pid)
-        assert hosting.status(root) == f"running (pid {rec['pid']})"
-        assert host.unusable(rec) is None
-        hosted = _lakehouse(root, "tables", "--format", "json")
-        alone = _lakehouse(root, "tables", "--format", "json", env={"LAKEHOUSE_HOST": "off"})
-        assert hosted.returncode == alone.returncode == 0, hosted.stderr
-        assert hosted.stdout == alone.stdout and hosted.stderr == alone.stderr
         for junk in (b"", b"\x00\x00", b"\xff\xff\xff\xff" + b"x" * 100, b"\x00\x00\x00\x05[1,2"):
-            with host._connect(root / ".lakehouse" / "host.sock") as conn:  # no descriptors, a bad length or body
+            with host.connect(shared.folder / "host.sock") as conn:  # no descriptors, a bad length or body
                 conn.sendall(junk)
                 conn.shutdown(socket.SHUT_WR)
                 conn.settimeout(30)
@@ -111,41 +226,113 @@ def test_a_host_serves_while_its_server_runs_and_shrugs_off_a_bad_request(tmp_pa
                     assert conn.recv(100) == b""  # hung up on, not served
                 except ConnectionResetError:  # hung up on with bytes unread
                     pass
-        again = _lakehouse(root, "tables", "--format", "json")
-        assert again.returncode == 0 and again.stdout == alone.stdout
-        server.kill()  # the server gone: the host stops within a second or two, and cleans up
-        server.wait()
-        deadline = time.monotonic() + 30
-        while hosting.running(rec["pid"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not hosting.running(rec["pid"])
-        assert not (root / ".lakehouse" / "host.json").exists() and not (root / ".lakehouse" / "host.sock").exists()
-        assert hosting.status(root) == "not running"
-        assert "command host" not in _lakehouse(root, "tables").stderr
-        log = (root / ".lakehouse" / "host.log").read_text()
-        assert "command host ready" in log and "is gone; stopping" in log and "a request could not be read" in log
+        t0 = time.monotonic()
+        p = shared.lakehouse("tables", "--format", "json")
+        assert p.returncode == 0 and time.monotonic() - t0 < 5, p.stderr  # not behind the silent one
     finally:
-        server.kill()
-        hosting.stop(root)
+        silent.close()
+    assert "a request could not be read" in shared.log()
 
 
-def test_stop_ends_the_host_and_a_killed_host_is_noticed_with_one_line(tmp_path):
-    root = _project(tmp_path)
-    server = _stand_in(tmp_path)
+def test_the_callers_umask_priority_and_limits_are_the_commands(shared, tmp_path):
+    marker = tmp_path / "paused"
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def caller() -> None:
+        os.nice(3)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 200), hard))
+
+    proc = shared.popen("tables", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:3:{marker}"}, umask=0o077,
+                        preexec_fn=caller)
     try:
-        rec = hosting.start(root, server.pid)
-        assert hosting.stop(root) == rec and not hosting.running(rec["pid"])
-        assert hosting.stop(root) is None
-        rec = hosting.start(root, server.pid)
-        os.kill(rec["pid"], signal.SIGKILL)  # its record and socket stay behind
-        deadline = time.monotonic() + 10
-        while hosting.running(rec["pid"]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        p = _lakehouse(root, "tables", "--format", "json")
-        assert p.returncode == 0 and json.loads(p.stdout), p.stderr
-        notes = [ln for ln in p.stderr.splitlines() if "command host" in ln]
-        assert len(notes) == 1 and f"its process {rec['pid']} is gone" in notes[0]
-        assert hosting.status(root).startswith("not used: its process")
+        _wait(marker.exists)
+        [child] = shared.children()
+        status = Path(f"/proc/{child}/status").read_text()
+        assert "Umask:\t0077" in status
+        assert int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[16]) == os.nice(0) + 3
+        limits = Path(f"/proc/{child}/limits").read_text()
+        assert [ln.split()[3] for ln in limits.splitlines() if ln.startswith("Max open files")] == [str(min(soft, 200))]
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
     finally:
-        server.kill()
-        hosting.stop(root)
+        proc.kill()
+
+
+def test_ctrl_z_stops_the_command_and_fg_continues_it(shared, tmp_path):
+    marker = tmp_path / "paused"
+    proc = shared.popen("tables", "--format", "json", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:2:{marker}"})
+    try:
+        _wait(marker.exists)
+        [child] = shared.children()
+        proc.send_signal(signal.SIGTSTP)
+        _wait(lambda: _state(child) == "T" and _state(proc.pid) == "T", 10)
+        time.sleep(2.5)  # past the pause: a command that was not stopped would be done by now
+        assert _state(child) == "T" and proc.poll() is None
+        proc.send_signal(signal.SIGCONT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and json.loads(out), err
+    finally:
+        proc.kill()
+
+
+def test_the_callers_python_settings_and_a_host_it_cannot_trust_are_passed_over(shared, tmp_path):
+    p = shared.lakehouse("tables", "--format", "json", env={"PYTHONWARNINGS": "ignore::DeprecationWarning"})
+    notes = [ln for ln in p.stderr.splitlines() if ln.startswith("note: not using the command host")]
+    assert p.returncode == 0 and len(notes) == 1 and "it started with PYTHONWARNINGS" in notes[0], p.stderr
+    # a folder of another project naming this host's pid, with a socket that is not the host's
+    fake = _project(tmp_path / "fake")
+    folder = fake / ".lakehouse"
+    folder.mkdir(mode=0o700)
+    (folder / "host.json").write_text(json.dumps(shared.rec))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with host.address(folder / "host.sock") as where:
+        listener.bind(where)
+    listener.listen(1)
+    try:
+        child = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+        run = [sys.executable, "-m", "lakehouse.cli", "--project", str(fake), "tables", "--format", "json"]
+        p = subprocess.run(run, env=child, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and "its socket is not the recorded host's" in p.stderr, p.stderr
+        os.chmod(folder, 0o755)
+        p = subprocess.run(run, env=child, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and "is not the user's alone" in p.stderr, p.stderr
+    finally:
+        listener.close()
+
+
+def test_a_killed_host_takes_its_running_commands_with_it_and_is_noticed(own, tmp_path):
+    marker = tmp_path / "paused"
+    proc = own.popen("tables", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:30:{marker}"})
+    try:
+        _wait(marker.exists)
+        [child] = own.children()
+        os.kill(own.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 1 and "the command host ended while it ran the command" in err, err
+        _wait(lambda: not Path(f"/proc/{child}").exists() or _state(child) == "Z", 10)  # killed with its host
+    finally:
+        proc.kill()
+    p = own.lakehouse("tables", "--format", "json")
+    notes = [ln for ln in p.stderr.splitlines() if "command host" in ln]
+    assert p.returncode == 0 and len(notes) == 1 and f"its process {own.pid} is gone" in notes[0], p.stderr
+    assert hosting.status(own.root).startswith("not used: its process")
+
+
+def test_stop_and_a_server_gone_end_the_host_and_its_commands(own, tmp_path):
+    marker = tmp_path / "paused"
+    proc = own.popen("tables", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:30:{marker}"})
+    try:
+        _wait(marker.exists)
+        assert hosting.stop(own.root) == own.rec and not hosting.running(own.pid)
+        out, err = proc.communicate(timeout=30)  # the command got SIGTERM, as the host stopped
+        assert proc.returncode == -signal.SIGTERM, err
+    finally:
+        proc.kill()
+    assert hosting.stop(own.root) is None and hosting.status(own.root) == "not running"
+    assert "command host" not in own.lakehouse("tables").stderr
+    rec = hosting.start(own.root, own.server.pid)
+    own.server.kill()  # the server gone: the host stops within a second or two, and cleans up
+    own.server.wait()
+    _wait(lambda: not hosting.running(rec["pid"]), 30)
+    assert not (own.folder / "host.json").exists() and not (own.folder / "host.sock").exists()
+    assert "is gone" in own.log()

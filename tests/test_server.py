@@ -375,6 +375,7 @@ def test_a_hosted_command_killed_at_a_crash_point_ends_with_its_signal_and_the_n
     assert lakehouse(root, "migrate").returncode == 0
     killed = lakehouse(root, "load", "trips", str(data), env={"LAKEHOUSE_CRASH_AT": "ingest_after_live"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert "command load (pid" in (root / ".lakehouse" / "host.log").read_text()  # it was the host's child
     again = lakehouse(root, "load", "trips", str(data), "--format", "json")
     assert again.returncode == 0, again.stderr
     doc = json.loads(again.stdout)  # the killed load's batch finished first, its row once
@@ -394,10 +395,13 @@ def test_a_hosted_command_answers_as_one_in_its_own_process(running):
              ((root, "--format", "json", "rejects", "trips"), {}, None),
              ((root, "tables", "--format", "json"), elsewhere, None),
              ((".", "load", "trips", "nope.csv"), {}, root)]
+    log = root / ".lakehouse" / "host.log"
     for (where, *args), env, cwd in cases:
+        before = log.read_text().count(") ended with status")
         hosted = lakehouse(where, *args, env=env, cwd=cwd)
         alone = lakehouse(where, *args, env={**env, "LAKEHOUSE_HOST": "off"}, cwd=cwd)
         assert (hosted.returncode, hosted.stdout, hosted.stderr) == (alone.returncode, alone.stdout, alone.stderr), args
+        assert log.read_text().count(") ended with status") == before + 1, args  # the first ran in the host
     # and the environment did matter: the other warehouse holds no table yet
     here, there = (json.loads(lakehouse(root, "tables", "--format", "json", env=e).stdout) for e in ({}, elsewhere))
     assert all(t["created"] for t in here) and not any(t["created"] for t in there)
@@ -410,7 +414,7 @@ def test_a_host_that_cannot_run_the_command_is_passed_over_with_one_line(running
     rec = json.loads(saved)
     try:
         for change, why in (({"identity": {**rec["identity"], "python": "/elsewhere/python3"}}, "it runs another python"),
-                            ({"code_stamp": 0.0}, "lakehouse's code changed since it started"),
+                            ({"code_stamp": 0.0}, "lakehouse or a package it uses changed since it started"),
                             ({"pid": rec["server_pid"]}, f"its process {rec['server_pid']} is gone")):
             path.write_text(json.dumps({**rec, **change}))
             p = lakehouse(root, "tables", "--format", "json")

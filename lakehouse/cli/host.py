@@ -25,6 +25,7 @@ project's server stops or with ``lakehouse server stop``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,13 @@ SOCKET = "host.sock"
 LOG = "host.log"
 NOT_HOSTED = frozenset({"server"})
 """Commands that always run in their own process: the server's own (they start and stop the host)."""
-RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-"""Signals a hosted command's process passes on to the child running the command."""
+RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+           signal.SIGWINCH)
+"""Signals a hosted command's process passes on to the child running the command (and what it
+started); SIGTSTP (Ctrl-Z) stops the child, then this process, and continues both."""
+STARTUP_VARIABLES = ("PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_", "ARROW_", "SPARK_CONNECT_", "GRPC_", "LC_", "LANG")
+"""Environment variables (by prefix) that Python or a library reads when it starts or is imported:
+a host started with other values than a command has cannot run it as its own process would."""
 GLOBAL_WITH_VALUE = frozenset({"--project", "--warehouse", "--master", "--remote", "--conf", "--format"})
 """The root group's options that take a value (lakehouse.cli.cli)."""
 
@@ -70,19 +77,23 @@ def forward(argv: list[str]) -> int | None:
         rec = json.loads((folder / RECORD).read_text())
     except (OSError, ValueError):
         return None  # no host (the usual case without a server): nothing to say
-    why = unusable(rec)
-    conn = None
-    if why is None:
-        try:
-            conn = _connect(folder / SOCKET)
-        except OSError as e:
-            why = f"its socket does not answer ({e.strerror or e})"
-    if conn is None:
+    handed: list[bool] = []
+    try:
+        with _reach(folder, rec) as conn:
+            return _run(conn, argv, cwd, handed)
+    except Exception as e:  # noqa: BLE001 - anything before the hand-over: the command runs here
+        why = str(e) if isinstance(e, _Passed) else f"{type(e).__name__}: {e}"
+        if handed:  # the host has the command: running it here too could run it twice
+            print(f"error: the command host failed after it took the command ({why}); its outcome is unknown; "
+                  f"see {PRIVATE_FOLDER}/{LOG}", file=sys.stderr)
+            return 1
         print(f"note: not using the command host recorded in {folder / RECORD}: {why}; "
               "the command runs in this process", file=sys.stderr)
         return None
-    with conn:
-        return _run(conn, argv, cwd)
+
+
+class _Passed(Exception):
+    """Why the host does not run the command; raised only before the command was handed over."""
 
 
 def _target(argv: list[str]) -> tuple[str | None, str | None]:
@@ -109,22 +120,35 @@ def _target(argv: list[str]) -> tuple[str | None, str | None]:
     return project, None
 
 
-def identity() -> dict[str, str]:
-    """What a host must share with a command to run it: the interpreter and the package."""
+def identity() -> dict[str, Any]:
+    """What a host must share with a command to run it as the command's own process would: the
+    interpreter, its environment (venv), the package, and the variables read at start-up."""
     import lakehouse
 
-    return {"python": os.path.realpath(sys.executable), "version": sys.version,
-            "package": os.path.dirname(os.path.realpath(lakehouse.__file__))}
+    startup = {k: v for k, v in os.environ.items() if k.startswith(STARTUP_VARIABLES)}
+    return {"python": os.path.realpath(sys.executable), "prefix": sys.prefix, "version": sys.version,
+            "package": os.path.dirname(os.path.realpath(lakehouse.__file__)), "variables": startup}
 
 
 def code_stamp(package: str) -> float:
-    """The newest modification time of the package's modules."""
+    """The newest modification time of the package's modules and of the folder of installed
+    packages (an install or upgrade changes its entries)."""
+    import sysconfig
+
     newest = 0.0
+    for folder in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib")):
+        try:
+            newest = max(newest, os.stat(folder).st_mtime)
+        except OSError:
+            pass
     for root, dirs, files in os.walk(package):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for f in files:
             if f.endswith(".py"):
-                newest = max(newest, os.stat(os.path.join(root, f)).st_mtime)
+                try:
+                    newest = max(newest, os.stat(os.path.join(root, f)).st_mtime)
+                except OSError:  # an editor's lock link, a file removed meanwhile
+                    continue
     return newest
 
 
@@ -137,11 +161,18 @@ def unusable(rec: dict[str, Any]) -> str | None:
     if not running(pid):
         return f"its process {pid} is gone"
     mine = identity()
-    if ident != mine:
-        other = next(k for k in mine if ident.get(k) != mine[k])
-        return f"it runs another {other} ({ident.get(other)})"
+    if not isinstance(ident, dict):
+        return "its record is not whole"
+    for key, value in mine.items():
+        theirs = ident.get(key)
+        if key == "variables" and isinstance(theirs, dict) and theirs != value:
+            name = sorted(k for k in {*theirs, *value} if theirs.get(k) != value.get(k))[0]
+            return f"it started with {name}={theirs.get(name, '')!r}, not {value.get(name, '')!r}"
+        if theirs != value:
+            return f"it runs another {key} ({theirs})"
     if code_stamp(mine["package"]) > stamp:
-        return "lakehouse's code changed since it started (`lakehouse server stop`, then `start`, to restart it)"
+        return ("lakehouse or a package it uses changed since it started (`lakehouse server stop`, then `start`, "
+                "to restart it)")
     return None
 
 
@@ -161,69 +192,156 @@ def running(pid: int) -> bool:
         return False
 
 
-def _connect(path: Path) -> socket.socket:
+def _reach(folder: Path, rec: dict[str, Any]) -> socket.socket:
+    """A connection to the recorded host, checked: the folder is the user's alone, the host can run
+    the command, and the socket's other end is that host's process. Raises _Passed."""
+    st = os.stat(folder)
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise _Passed(f"its folder {folder} is not the user's alone")
+    why = unusable(rec)
+    if why is not None:
+        raise _Passed(why)
+    try:
+        conn = connect(folder / SOCKET)
+    except OSError as e:
+        raise _Passed(f"its socket does not answer ({e.strerror or e})") from None
+    peer = peer_credentials(conn)
+    if peer is not None and peer != (int(rec["pid"]), os.getuid()):
+        conn.close()
+        raise _Passed("its socket is not the recorded host's")
+    return conn
+
+
+def peer_credentials(conn: socket.socket) -> tuple[int, int] | None:
+    """The (pid, uid) of the process at the other end of a Unix socket (None where the system
+    does not tell)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return pid, uid
+
+
+def connect(path: Path) -> socket.socket:
+    """A connection to the host's socket at ``path``."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(_address(path))
+        with address(path) as where:
+            conn.connect(where)
     except OSError:
         conn.close()
         raise
     return conn
 
 
-def _address(path: Path) -> str:
-    """The socket's address: its path, or, past the length a socket address allows, the same file
-    through this process's /proc entry of its folder (Linux)."""
+@contextlib.contextmanager
+def address(path: Path) -> Iterator[str]:
+    """The socket's address while in the block: its path, or, past the length a socket address
+    allows, the same file through this process's /proc entry of its folder (Linux)."""
     text = str(path)
     if len(text.encode()) < 100 or not os.path.isdir("/proc/self/fd"):
-        return text
-    fd = os.open(path.parent, os.O_RDONLY)  # kept open while the process lives: connect needs it
-    return f"/proc/self/fd/{fd}/{path.name}"
+        yield text
+        return
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
-def _run(conn: socket.socket, argv: list[str], cwd: str) -> int:
-    """Hand the command to the host and wait for its status (see the module doc)."""
-    streams = [{"encoding": s.encoding, "errors": s.errors, "line_buffering": s.line_buffering}
+def _run(conn: socket.socket, argv: list[str], cwd: str, handed: list[bool]) -> int:
+    """Hand the command to the host and wait for its status (see the module doc); ``handed``
+    gets an entry once the host has the whole request. Raises _Passed when the host did not take
+    the command."""
+    import resource
+
+    streams = [{"encoding": s.encoding, "errors": s.errors, "line_buffering": s.line_buffering,
+                "write_through": getattr(s, "write_through", False)}
                if s is not None else None for s in (sys.stdin, sys.stdout, sys.stderr)]
-    body = json.dumps({"argv": argv, "cwd": cwd, "env": dict(os.environ), "streams": streams}).encode()
-    fds = [_open_or_null(fd) for fd in (0, 1, 2)]
+    mask = os.umask(0o22)
+    os.umask(mask)
+    limits = {name: resource.getrlimit(getattr(resource, name)) for name in LIMITS if hasattr(resource, name)}
+    body = json.dumps({"argv": argv, "cwd": cwd, "env": dict(os.environ), "streams": streams, "umask": mask,
+                       "nice": os.getpriority(os.PRIO_PROCESS, 0), "limits": limits}).encode()
     child: list[int] = []
     pending: list[int] = []
 
     def relay(signum: int, _frame: Any) -> None:
-        if not child:
+        if child:
+            signal_child(child[0], signum)
+        else:
             pending.append(signum)
-            return
-        try:
-            os.kill(child[0], signum)
-        except ProcessLookupError:
-            pass
 
-    for s in RELAYED:
-        signal.signal(s, relay)
-    socket.send_fds(conn, [struct.pack("!I", len(body))], fds)
-    conn.sendall(body)
-    replies = conn.makefile("rb")
-    for line in replies:
-        msg = json.loads(line)
-        if "pid" in msg:
-            child.append(int(msg["pid"]))
-            for signum in pending:
-                relay(signum, None)
-        elif "status" in msg:
-            return int(msg["status"])
+    def stop(_signum: int, _frame: Any) -> None:  # Ctrl-Z: the child first, then this process
+        if child:
+            signal_child(child[0], signal.SIGSTOP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # here until SIGCONT
+        signal.signal(signal.SIGTSTP, stop)
+        if child:
+            signal_child(child[0], signal.SIGCONT)
+
+    saved = {s: signal.signal(s, relay) for s in RELAYED}
+    saved[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, stop)
+    opened = [fd for fd in (0, 1, 2) if not _is_open(fd)]
+    fds = [os.open(os.devnull, os.O_RDWR) if fd in opened else fd for fd in (0, 1, 2)]
+    try:
+        socket.send_fds(conn, [struct.pack("!I", len(body))], fds)
+        conn.sendall(body)
+        handed.append(True)
+    except OSError as e:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        raise _Passed(f"it hung up ({e.strerror or e})") from None
+    finally:
+        for fd, was in zip(fds, (0, 1, 2), strict=True):
+            if fd != was:
+                os.close(fd)
+    try:
+        for line in conn.makefile("rb"):
+            msg = json.loads(line)
+            if "pid" in msg:
+                child.append(int(msg["pid"]))
+                for signum in pending:
+                    relay(signum, None)
+            elif "status" in msg:
+                return int(msg["status"])
+            elif "refused" in msg:  # nothing ran (the host could not start a child)
+                for s, handler in saved.items():
+                    signal.signal(s, handler)
+                handed.clear()
+                raise _Passed(str(msg["refused"]))
+    except (OSError, ValueError):
+        pass
     where = f" (pid {child[0]})" if child else ""
-    print(f"error: the command host ended while it ran the command{where}; its outcome is unknown "
-          f"(see {PRIVATE_FOLDER}/{LOG})", file=sys.stderr)
+    print(f"error: the command host ended while it ran the command{where}, and the command with it; "
+          f"see {PRIVATE_FOLDER}/{LOG}", file=sys.stderr)
     return 1
 
 
-def _open_or_null(fd: int) -> int:
+LIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC",
+          "RLIMIT_STACK")
+"""The resource limits a hosted command takes from its caller (as far as they are the host's or lower)."""
+
+
+def signal_child(pid: int, signum: int) -> None:
+    """Signal a hosted command: its process group (the child and what it started), or the child
+    alone before it has made that group."""
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _is_open(fd: int) -> bool:
     try:
         os.fstat(fd)
-        return fd
+        return True
     except OSError:  # a closed standard stream: the child gets /dev/null, as reading or writing nothing
-        return os.open(os.devnull, os.O_RDWR)
+        return False
 
 
 def exit_as(status: int) -> None:

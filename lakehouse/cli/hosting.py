@@ -25,7 +25,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakehouse.cli.host import LOG, MODULE, RECORD, SOCKET, _address, code_stamp, identity, running
+from lakehouse.cli.host import (
+    LOG,
+    MODULE,
+    RECORD,
+    SOCKET,
+    address,
+    code_stamp,
+    identity,
+    peer_credentials,
+    running,
+    signal_child,
+)
+from lakehouse.cli.hosted import become
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import PRIVATE_FOLDER, private_folder
 
@@ -37,6 +49,8 @@ PRELOAD = (
 """Libraries a command imports in its first second (the package's own modules are added)."""
 MAX_REQUEST = 16 << 20
 """The largest request (arguments and environment) a host reads."""
+REQUEST_SECONDS = 10.0
+"""How long a command's request may take to arrive (it is sent at once)."""
 START_SECONDS = 120.0
 STOP_SECONDS = 30.0
 """How long a stopping host lets the commands it runs finish before it kills them."""
@@ -87,7 +101,8 @@ def start(project: Path, server_pid: int, timeout: float = START_SECONDS) -> dic
 
 
 def stop(project: Path, timeout: float = STOP_SECONDS + 10) -> dict[str, Any] | None:
-    """Stop the project's host; its record, or None when none was recorded."""
+    """Stop the project's host (the commands it runs get SIGTERM, and SIGKILL ``STOP_SECONDS``
+    later); its record, or None when none was recorded."""
     rec = read_record(project)
     if rec is None:
         return None
@@ -102,8 +117,10 @@ def stop(project: Path, timeout: float = STOP_SECONDS + 10) -> dict[str, Any] | 
             time.sleep(0.05)
         if running(pid):
             _kill(pid)
-    for name in (RECORD, SOCKET):
-        (project / PRIVATE_FOLDER / name).unlink(missing_ok=True)
+    current = read_record(project)
+    if current is None or current.get("pid") == pid:  # not a record a new host wrote meanwhile
+        for name in (RECORD, SOCKET):
+            (project / PRIVATE_FOLDER / name).unlink(missing_ok=True)
     return rec
 
 
@@ -140,210 +157,305 @@ def _preload() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if before.get(k) != v}
 
 
-def serve(project: Path, server_pid: int) -> None:
-    """The host's loop (see the module doc) until SIGTERM or the server ``server_pid`` is gone."""
-    from lakehouse.spark.server import _alive as server_alive
+FORK_CHECK = """
+import deltalake, duckdb, pyarrow as pa
+try:
+    deltalake.DeltaTable("/nonexistent/lakehouse-fork-check")
+except deltalake.exceptions.TableNotFoundError:
+    pass
+duckdb.connect().execute("SELECT 42").fetchall()
+pa.compute.sum(pa.array(range(1000)))
+"""
 
-    added = _preload()
-    folder = private_folder(project)
-    sock_path = folder / SOCKET
-    sock_path.unlink(missing_ok=True)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(_address(sock_path))
-    os.chmod(sock_path, 0o600)
-    listener.listen(64)
-    listener.setblocking(False)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    stopping: list[bool] = []
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the loop (the wakeup fd) to reap
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
-    ident = identity()
-    rec = {"pid": os.getpid(), "identity": ident, "code_stamp": code_stamp(ident["package"]),
-           "server_pid": server_pid, "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-           "log": str(folder / LOG)}
-    tmp = folder / f".{RECORD}.{os.getpid()}"
-    tmp.write_text(json.dumps(rec, indent=2))
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, folder / RECORD)
-    print(f"lakehouse: command host ready (pid {os.getpid()}, socket {sock_path})", flush=True)
-    children: dict[int, socket.socket] = {}
-    hung_up: set[int] = set()
-    checked = time.monotonic()
-    stop_by: float | None = None
-    open_listener: socket.socket | None = listener
-    while True:
-        if stopping and open_listener is not None:
-            open_listener.close()
-            open_listener = None
-            current = read_record(project)
-            if current is not None and current.get("pid") == os.getpid():
-                (folder / RECORD).unlink(missing_ok=True)
-                sock_path.unlink(missing_ok=True)
-            stop_by = time.monotonic() + STOP_SECONDS
-        if stopping and not children:
-            break
-        if stop_by is not None and time.monotonic() > stop_by:
-            for pid in children:
-                _kill(pid)
-        watched = {c.fileno(): pid for pid, c in children.items() if pid not in hung_up}
-        waiting = [wake_r, *watched] + ([open_listener] if open_listener is not None else [])
-        ready, _, _ = select.select(waiting, [], [], 1.0)
+
+def _fork_check() -> None:
+    """A forked child can use deltalake, DuckDB and Arrow: nothing the host imported started a
+    runtime that a fork leaves broken (deltalake's panics in a child when its parent used it)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            exec(FORK_CHECK, {})  # noqa: S102 - fixed text above
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise LakehouseError("a forked child cannot use deltalake, DuckDB or Arrow after the host's imports "
+                             f"(status {os.waitstatus_to_exitcode(status)}); the host does not start")
+
+
+class _Pending:
+    """A command's connection whose request is still arriving."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.data = conn, b""
+        self.fds: list[int] = []
+        self.deadline = time.monotonic() + REQUEST_SECONDS
+
+    def read(self) -> dict[str, Any] | None:
+        """Take what arrived; the request once it is whole (ValueError or OSError: a bad one)."""
+        if not self.fds and len(self.data) < 4:
+            data, fds, _flags, _addr = socket.recv_fds(self.conn, 1 << 16, 3)
+            self.fds += fds
+        else:
+            data = self.conn.recv(1 << 20)
+        if not data:
+            raise ValueError("the request ended early")
+        self.data += data
+        if len(self.data) < 4:
+            return None
+        (size,) = struct.unpack("!I", self.data[:4])
+        if size > MAX_REQUEST or len(self.fds) != 3:
+            raise ValueError(f"a request of {size} bytes with {len(self.fds)} descriptors")
+        if len(self.data) < 4 + size:
+            return None
+        request = json.loads(self.data[4:4 + size])
+        if not isinstance(request, dict):
+            raise ValueError("a request that is not an object")
+        return request
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+        self.conn.close()
+
+
+class _Host:
+    """The loop's state: the listening socket, requests arriving, children running."""
+
+    def __init__(self, project: Path, server_pid: int, added: dict[str, str]) -> None:
+        self.project, self.server_pid, self.added = project, server_pid, added
+        self.folder = private_folder(project)
+        self.sock_path = self.folder / SOCKET
+        self.listener: socket.socket | None = None
+        self.pending: dict[int, _Pending] = {}
+        self.children: dict[int, tuple[socket.socket, str]] = {}
+        self.hung_up: set[int] = set()
+        self.stopping = False
+        self.stop_by: float | None = None
+        self.wake = os.pipe()  # the signal handlers' wake-up of the loop
+        for fd in self.wake:
+            os.set_blocking(fd, False)
+
+    def listen(self) -> None:
+        self.sock_path.unlink(missing_ok=True)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with address(self.sock_path) as where:
+            self.listener.bind(where)
+        os.chmod(self.sock_path, 0o600)
+        self.listener.listen(64)
+        self.listener.setblocking(False)
+
+    def begin_stop(self, why: str) -> None:
+        """Take no more commands; those running get SIGTERM now and SIGKILL ``STOP_SECONDS`` later."""
+        if self.stopping:
+            return
+        print(f"lakehouse: stopping: {why}", flush=True)
+        self.stopping, self.stop_by = True, time.monotonic() + STOP_SECONDS
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        current = read_record(self.project)
+        if current is not None and current.get("pid") == os.getpid():
+            (self.folder / RECORD).unlink(missing_ok=True)
+            self.sock_path.unlink(missing_ok=True)
+        for p in list(self.pending.values()):
+            p.close()
+        self.pending.clear()
+        for pid in self.children:
+            signal_child(pid, signal.SIGTERM)
+
+    def step(self, wake_r: int) -> None:
+        """One turn of the loop: wait up to a second, then reap, take and watch."""
+        waiting = [wake_r, *(c.fileno() for pid, (c, _) in self.children.items() if pid not in self.hung_up),
+                   *self.pending]
+        if self.listener is not None:
+            waiting.append(self.listener.fileno())
+        poll = select.poll()  # not select(): no limit on descriptor numbers
+        for fd in waiting:
+            poll.register(fd, select.POLLIN)
+        ready = [fd for fd, _ in poll.poll(1000)]
         if wake_r in ready:
             try:
                 while os.read(wake_r, 512):
                     pass
             except BlockingIOError:
                 pass
+        self._hang_ups([fd for fd in ready if fd not in self.pending])
         for fd in ready:
-            if isinstance(fd, int) and fd in watched:  # the command's process hung up: it was killed
-                hung_up.add(watched[fd])
-                _kill(watched[fd])
-        _reap(children, hung_up)
-        if open_listener is not None and open_listener in ready:
-            _accept(open_listener, children, added, [wake_r, wake_w])
+            if fd in self.pending:
+                self._arrive(fd)
+                self._hang_ups(None)  # a caller gone while the host forked others: its command goes now
+        for pid in self.hung_up:  # again each turn until reaped: a child may not have made its group yet
+            signal_child(pid, signal.SIGKILL)
+        self._reap()
+        if self.listener is not None and self.listener.fileno() in ready:
+            self._accept()
+        now = time.monotonic()
+        for fd, p in list(self.pending.items()):
+            if now > p.deadline:
+                print("lakehouse: a request did not arrive in time", flush=True)
+                p.close()
+                del self.pending[fd]
+        if self.stop_by is not None and now > self.stop_by:
+            for pid in self.children:
+                signal_child(pid, signal.SIGKILL)
+
+    def _hang_ups(self, ready: list[int] | None) -> None:
+        """Kill the commands whose callers hung up (they were killed): of the descriptors ``ready``,
+        or of every running command (None: asked now, without waiting)."""
+        by_fd = {c.fileno(): pid for pid, (c, _) in self.children.items() if pid not in self.hung_up}
+        if ready is None:
+            poll = select.poll()
+            for fd in by_fd:
+                poll.register(fd, select.POLLIN)
+            ready = [fd for fd, _ in poll.poll(0)]
+        for fd in ready:
+            if fd in by_fd:
+                self.hung_up.add(by_fd[fd])
+                signal_child(by_fd[fd], signal.SIGKILL)
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # out of descriptors: those waiting are taken next turn
+                print(f"lakehouse: cannot accept a command: {e}", flush=True)
+                return
+            peer = peer_credentials(conn)
+            if peer is not None and peer[1] != os.getuid():
+                conn.close()
+                continue
+            conn.setblocking(False)
+            self.pending[conn.fileno()] = _Pending(conn)
+
+    def _arrive(self, fd: int) -> None:
+        p = self.pending[fd]
+        try:
+            request = p.read()
+        except (OSError, ValueError, RecursionError) as e:
+            print(f"lakehouse: a request could not be read: {e}", flush=True)
+            p.close()
+            del self.pending[fd]
+            return
+        if request is None:
+            return
+        del self.pending[fd]
+        try:
+            self._start(p.conn, request, p.fds)
+        except Exception as e:  # noqa: BLE001 - the caller runs the command itself
+            print(f"lakehouse: could not start a command: {type(e).__name__}: {e}", flush=True)
+            _send(p.conn, {"refused": f"the host could not start it ({type(e).__name__}: {e})"})
+            p.conn.close()
+        finally:
+            for fd_ in p.fds:
+                os.close(fd_)
+            p.fds = []
+
+    def _start(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+        """Fork the command's child, with the host's signals held until the child has its own."""
+        from lakehouse.cli.host import _target
+
+        name = _target([str(a) for a in request.get("argv") or []])[1] or "?"
+        held = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+                signal.SIGUSR2, signal.SIGWINCH}
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        host_pid = os.getpid()
+        try:
+            pid = os.fork()
+            if pid == 0:  # the command: never returns into the loop
+                try:
+                    self._close_for_child(conn)
+                    become(request, fds, self.added, old, host_pid)
+                finally:
+                    os._exit(1)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        conn.setblocking(True)
+        self.children[pid] = (conn, name)
+        _send(conn, {"pid": pid})  # a caller gone already: the loop sees it hang up
+
+    def _close_for_child(self, conn: socket.socket) -> None:
+        """In the child: close what is the host's (its socket, requests, other commands' callers)."""
+        signal.set_wakeup_fd(-1)
+        for fd in self.wake:
+            os.close(fd)
+        for c in [self.listener, conn, *(c for c, _ in self.children.values())]:
+            if c is not None:
+                c.close()
+        for p in self.pending.values():
+            p.close()
+
+    def _reap(self) -> None:
+        """Collect ended children and send each one's status to its command's process."""
+        while self.children:
+            try:
+                pid, wait_status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            entry = self.children.pop(pid, None)
+            if entry is None:
+                continue
+            conn, name = entry
+            code = os.waitstatus_to_exitcode(wait_status)
+            gone = pid in self.hung_up
+            self.hung_up.discard(pid)
+            print(f"lakehouse: command {name} (pid {pid}) ended with status {code}"
+                  + (" (its caller hung up: killed)" if gone else ""), flush=True)
+            _send(conn, {"status": code})
+            conn.close()
+
+
+def _send(conn: socket.socket, msg: dict[str, Any]) -> None:
+    try:
+        conn.sendall(json.dumps(msg).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def serve(project: Path, server_pid: int) -> None:
+    """The host's loop (see the module doc) until SIGTERM or the server ``server_pid`` is gone."""
+    from lakehouse.spark.server import _alive as server_alive
+
+    ident = identity()
+    stamp = code_stamp(ident["package"])  # before the imports: a change made meanwhile is newer
+    added = _preload()
+    _fork_check()
+    host = _Host(project, server_pid, added)
+    host.listen()
+    wake_r, wake_w = host.wake
+    signal.set_wakeup_fd(wake_w)
+    stop_asked: list[str] = []
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the loop (the wakeup fd) to reap
+    signal.signal(signal.SIGTERM, lambda *_: stop_asked.append("SIGTERM"))
+    signal.signal(signal.SIGINT, lambda *_: stop_asked.append("SIGINT"))
+    rec = {"pid": os.getpid(), "identity": ident, "code_stamp": stamp, "server_pid": server_pid,
+           "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "log": str(host.folder / LOG)}
+    tmp = host.folder / f".{RECORD}.{os.getpid()}"
+    tmp.write_text(json.dumps(rec, indent=2))
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, host.folder / RECORD)
+    print(f"lakehouse: command host ready (pid {os.getpid()}, socket {host.sock_path})", flush=True)
+    checked = time.monotonic()
+    while not (host.stopping and not host.children):
+        if stop_asked:
+            host.begin_stop(stop_asked[0])
+        try:
+            host.step(wake_r)
+        except Exception as e:  # noqa: BLE001 - one bad turn must not leave the children without their host
+            print(f"lakehouse: error in the loop: {type(e).__name__}: {e}", flush=True)
+            time.sleep(0.1)
         if time.monotonic() - checked >= 1.0:
             checked = time.monotonic()
-            if not server_alive(server_pid) and not stopping:
-                print(f"lakehouse: the Spark Connect server (pid {server_pid}) is gone; stopping", flush=True)
-                stopping.append(True)
+            if not server_alive(server_pid):
+                host.begin_stop(f"the Spark Connect server (pid {server_pid}) is gone")
     print("lakehouse: command host stopped", flush=True)
-
-
-def _reap(children: dict[int, socket.socket], hung_up: set[int]) -> None:
-    """Collect ended children and send each one's status to its command's process."""
-    while children:
-        try:
-            pid, wait_status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        conn = children.pop(pid, None)
-        hung_up.discard(pid)
-        if conn is None:
-            continue
-        code = os.waitstatus_to_exitcode(wait_status)
-        try:
-            conn.sendall(json.dumps({"status": code}).encode() + b"\n")
-        except OSError:
-            pass
-        conn.close()
-
-
-def _accept(listener: socket.socket, children: dict[int, socket.socket], added: dict[str, str],
-            own_fds: list[int]) -> None:
-    """Take every waiting command: read its request, fork its child."""
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except (BlockingIOError, InterruptedError):
-            return
-        try:
-            request, fds = _receive(conn)
-        except (OSError, ValueError) as e:
-            print(f"lakehouse: a request could not be read: {e}", flush=True)
-            conn.close()
-            continue
-        pid = os.fork()
-        if pid == 0:  # the command: never returns into the loop
-            try:
-                for c in [listener, conn, *children.values()]:
-                    c.close()
-                for fd in own_fds:
-                    os.close(fd)
-                _become(request, fds, added)
-            finally:
-                os._exit(1)
-        for fd in fds:
-            os.close(fd)
-        children[pid] = conn
-        try:
-            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-        except OSError:  # gone already: the loop sees it hang up
-            pass
-
-
-def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """A command's request and its three standard streams' descriptors."""
-    conn.setblocking(True)
-    conn.settimeout(10)
-    head, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)
-    try:
-        head += _exactly(conn, 4 - len(head))
-        (size,) = struct.unpack("!I", head)
-        if size > MAX_REQUEST or len(fds) != 3:
-            raise ValueError(f"a request of {size} bytes with {len(fds)} descriptors")
-        request = json.loads(_exactly(conn, size))
-        if not isinstance(request, dict):
-            raise ValueError("a request that is not an object")
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    conn.settimeout(None)
-    return request, list(fds)
-
-
-def _exactly(conn: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = conn.recv(min(n - len(out), 1 << 20))
-        if not chunk:
-            raise ValueError("the request ended early")
-        out += chunk
-    return out
-
-
-def _become(request: dict[str, Any], fds: list[int], added: dict[str, str]) -> None:
-    """In the forked child: become the command's process (streams, folder, environment, signals)
-    and run the command; ends the process."""
-    import io
-    import tempfile
-    import traceback
-
-    signal.set_wakeup_fd(-1)
-    for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(s, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    os.setsid()  # its own process group: the host kills it (and what it starts) as one
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    streams = request.get("streams") or [None, None, None]
-    made = []
-    for target, info in enumerate(streams):
-        info = info or {}
-        raw = io.FileIO(target, "r" if target == 0 else "w", closefd=False)
-        buffered = io.BufferedReader(raw) if target == 0 else io.BufferedWriter(raw)
-        made.append(io.TextIOWrapper(buffered, encoding=info.get("encoding") or "utf-8",  # type: ignore[arg-type]
-                                     errors=info.get("errors") or "strict",
-                                     line_buffering=bool(info.get("line_buffering"))))
-    sys.stdin, sys.stdout, sys.stderr = made
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc]
-    os.environ.clear()
-    os.environ.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
-    for k, v in added.items():
-        os.environ.setdefault(k, v)
-    time.tzset()
-    tempfile.tempdir = None
-    argv = [str(a) for a in request.get("argv") or []]
-    sys.argv = ["lakehouse", *argv]
-    from lakehouse.cli import _exit, cli
-
-    try:
-        os.chdir(str(request.get("cwd")))
-        cli(args=argv, prog_name="lakehouse")
-        code: object = 0
-    except SystemExit as e:
-        code = e.code
-    except BaseException:  # noqa: BLE001 - as the interpreter would: the traceback, status 1
-        traceback.print_exc()
-        code = 1
-    _exit(code)
 
 
 if __name__ == "__main__":  # the detached process of ``start``
