@@ -178,7 +178,10 @@ def _wait(what, seconds: float = 20.0):
 
 
 def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
 
 
 def test_a_hosted_command_answers_as_one_in_its_own_process_and_ran_in_the_host(shared):
@@ -260,13 +263,13 @@ def test_the_callers_umask_priority_and_limits_are_the_commands(shared, tmp_path
 
 def test_ctrl_z_stops_the_command_and_fg_continues_it(shared, tmp_path):
     marker = tmp_path / "paused"
-    proc = shared.popen("tables", "--format", "json", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:2:{marker}"})
+    proc = shared.popen("tables", "--format", "json", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:4:{marker}"})
     try:
         _wait(marker.exists)
         [child] = shared.children()
         proc.send_signal(signal.SIGTSTP)
         _wait(lambda: _state(child) == "T" and _state(proc.pid) == "T", 10)
-        time.sleep(2.5)  # past the pause: a command that was not stopped would be done by now
+        time.sleep(4.5)  # past the pause: a command that was not stopped would be done by now
         assert _state(child) == "T" and proc.poll() is None
         proc.send_signal(signal.SIGCONT)
         out, err = proc.communicate(timeout=60)
@@ -336,3 +339,22 @@ def test_stop_and_a_server_gone_end_the_host_and_its_commands(own, tmp_path):
     _wait(lambda: not hosting.running(rec["pid"]), 30)
     assert not (own.folder / "host.json").exists() and not (own.folder / "host.sock").exists()
     assert "is gone" in own.log()
+
+
+def test_ctrl_z_before_the_child_is_known_stops_both_once_it_is(shared, tmp_path):
+    """The caller gets SIGTSTP while its child is still starting (it may not have read the child's
+    pid yet): neither goes on until continued."""
+    marker = tmp_path / "paused"
+    proc = shared.popen("tables", "--format", "json", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:3:{marker}"})
+    try:
+        _wait(lambda: len(shared.children()) == 1 or proc.poll() is not None)
+        proc.send_signal(signal.SIGTSTP)
+        [child] = shared.children()
+        _wait(lambda: _state(child) == "T" and _state(proc.pid) == "T", 10)
+        time.sleep(3.5)  # past the pause
+        assert _state(child) == "T"
+        proc.send_signal(signal.SIGCONT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and json.loads(out), err
+    finally:
+        proc.kill()

@@ -273,13 +273,14 @@ def _run(conn: socket.socket, argv: list[str], cwd: str, handed: list[bool]) -> 
             pending.append(signum)
 
     def stop(_signum: int, _frame: Any) -> None:  # Ctrl-Z: the child first, then this process
-        if child:
-            signal_child(child[0], signal.SIGSTOP)
+        if not child:  # not forked yet: both stop once the child is known
+            pending.append(signal.SIGTSTP)
+            return
+        signal_child(child[0], signal.SIGSTOP)
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTSTP)  # here until SIGCONT
         signal.signal(signal.SIGTSTP, stop)
-        if child:
-            signal_child(child[0], signal.SIGCONT)
+        signal_child(child[0], signal.SIGCONT)
 
     saved = {s: signal.signal(s, relay) for s in RELAYED}
     saved[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, stop)
@@ -303,7 +304,7 @@ def _run(conn: socket.socket, argv: list[str], cwd: str, handed: list[bool]) -> 
             if "pid" in msg:
                 child.append(int(msg["pid"]))
                 for signum in pending:
-                    relay(signum, None)
+                    (stop if signum == signal.SIGTSTP else relay)(signum, None)
             elif "status" in msg:
                 return int(msg["status"])
             elif "refused" in msg:  # nothing ran (the host could not start a child)
