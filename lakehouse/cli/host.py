@@ -68,6 +68,8 @@ def forward(argv: list[str]) -> int | None:
     project, command = _target(argv)
     if command is None or command in NOT_HOSTED:
         return None
+    if not all(_is_open(fd) for fd in (0, 1, 2)):
+        return None  # a closed standard stream: its number would be the connection's; run as a process would
     try:
         cwd = os.getcwd()
     except OSError:  # a working folder removed meanwhile: the command says so itself
@@ -284,20 +286,23 @@ def _run(conn: socket.socket, argv: list[str], cwd: str, handed: list[bool]) -> 
 
     saved = {s: signal.signal(s, relay) for s in RELAYED}
     saved[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, stop)
-    opened = [fd for fd in (0, 1, 2) if not _is_open(fd)]
-    fds = [os.open(os.devnull, os.O_RDWR) if fd in opened else fd for fd in (0, 1, 2)]
+
+    def passed(why: str) -> _Passed:
+        """The command runs here after all: this process's own handlers back, and the signals
+        that came meanwhile delivered to it."""
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        for signum in pending:
+            os.kill(os.getpid(), signum)
+        handed.clear()
+        return _Passed(why)
+
     try:
-        socket.send_fds(conn, [struct.pack("!I", len(body))], fds)
+        socket.send_fds(conn, [struct.pack("!I", len(body))], [0, 1, 2])
         conn.sendall(body)
         handed.append(True)
     except OSError as e:
-        for s, handler in saved.items():
-            signal.signal(s, handler)
-        raise _Passed(f"it hung up ({e.strerror or e})") from None
-    finally:
-        for fd, was in zip(fds, (0, 1, 2), strict=True):
-            if fd != was:
-                os.close(fd)
+        raise passed(f"it hung up ({e.strerror or e})") from None
     try:
         for line in conn.makefile("rb"):
             msg = json.loads(line)
@@ -308,10 +313,7 @@ def _run(conn: socket.socket, argv: list[str], cwd: str, handed: list[bool]) -> 
             elif "status" in msg:
                 return int(msg["status"])
             elif "refused" in msg:  # nothing ran (the host could not start a child)
-                for s, handler in saved.items():
-                    signal.signal(s, handler)
-                handed.clear()
-                raise _Passed(str(msg["refused"]))
+                raise passed(str(msg["refused"]))
     except (OSError, ValueError):
         pass
     where = f" (pid {child[0]})" if child else ""
@@ -341,7 +343,7 @@ def _is_open(fd: int) -> bool:
     try:
         os.fstat(fd)
         return True
-    except OSError:  # a closed standard stream: the child gets /dev/null, as reading or writing nothing
+    except OSError:
         return False
 
 

@@ -41,17 +41,17 @@ def become(request: dict[str, Any], fds: list[int], added: dict[str, str], mask:
         os.dup2(fd, target)
         os.close(fd)
     streams = request.get("streams") or [None, None, None]
-    made = []
+    made: list[Any] = []
     for target, info in enumerate(streams):
         info = info or {}
         raw = io.FileIO(target, "r" if target == 0 else "w", closefd=False)
-        buffered = io.BufferedReader(raw) if target == 0 else io.BufferedWriter(raw)
-        made.append(io.TextIOWrapper(buffered, encoding=info.get("encoding") or "utf-8",  # type: ignore[arg-type]
+        unbuffered = bool(info.get("write_through")) and target > 0  # python -u, PYTHONUNBUFFERED
+        layer: Any = raw if unbuffered else io.BufferedReader(raw) if target == 0 else io.BufferedWriter(raw)
+        made.append(io.TextIOWrapper(layer, encoding=info.get("encoding") or "utf-8",
                                      errors=info.get("errors") or "strict",
-                                     line_buffering=bool(info.get("line_buffering")),
-                                     write_through=bool(info.get("write_through")) and target > 0))
+                                     line_buffering=bool(info.get("line_buffering")), write_through=unbuffered))
     sys.stdin, sys.stdout, sys.stderr = made
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc]
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc,assignment]
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in (request.get("env") or {}).items()})
     for k, v in added.items():
@@ -64,10 +64,19 @@ def become(request: dict[str, Any], fds: list[int], added: dict[str, str], mask:
     except OSError:  # a caller less nice than the host: the host's (only a privileged process may raise it)
         pass
     for name, (soft, hard) in (request.get("limits") or {}).items():
+        which = getattr(resource, name, None)
+        if which is None:
+            continue
         try:
-            resource.setrlimit(getattr(resource, name), (soft, hard))
-        except (OSError, ValueError, AttributeError):  # above the host's own hard limit: the host's
-            pass
+            resource.setrlimit(which, (soft, hard))
+        except (OSError, ValueError):  # a hard limit above the host's: the host's, the caller's soft below it
+            own_hard = resource.getrlimit(which)[1]
+            low = soft if own_hard == resource.RLIM_INFINITY or (soft != resource.RLIM_INFINITY and soft <= own_hard) \
+                else own_hard
+            try:
+                resource.setrlimit(which, (low, own_hard))
+            except (OSError, ValueError):
+                pass
     argv = [str(a) for a in request.get("argv") or []]
     sys.argv = ["lakehouse", *argv]
     from lakehouse import crashpoints
@@ -80,6 +89,10 @@ def become(request: dict[str, Any], fds: list[int], added: dict[str, str], mask:
         code: object = 0
     except SystemExit as e:
         code = e.code
+    except KeyboardInterrupt:  # a Ctrl-C before the command took it over: ended by it, as a process is
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 1
     except BaseException:  # noqa: BLE001 - as the interpreter would: the traceback, status 1
         traceback.print_exc()
         code = 1

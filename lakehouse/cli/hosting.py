@@ -261,6 +261,7 @@ class _Host:
             (self.folder / RECORD).unlink(missing_ok=True)
             self.sock_path.unlink(missing_ok=True)
         for p in list(self.pending.values()):
+            _send(p.conn, {"refused": "the host is stopping"})
             p.close()
         self.pending.clear()
         for pid in self.children:
@@ -323,8 +324,9 @@ class _Host:
                 conn, _ = self.listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as e:  # out of descriptors: those waiting are taken next turn
+            except OSError as e:  # out of descriptors: those waiting are taken a little later
                 print(f"lakehouse: cannot accept a command: {e}", flush=True)
+                time.sleep(0.1)
                 return
             peer = peer_credentials(conn)
             if peer is not None and peer[1] != os.getuid():
@@ -339,6 +341,7 @@ class _Host:
             request = p.read()
         except (OSError, ValueError, RecursionError) as e:
             print(f"lakehouse: a request could not be read: {e}", flush=True)
+            _send(p.conn, {"refused": f"the host could not read the request ({e})"})
             p.close()
             del self.pending[fd]
             return
@@ -347,10 +350,6 @@ class _Host:
         del self.pending[fd]
         try:
             self._start(p.conn, request, p.fds)
-        except Exception as e:  # noqa: BLE001 - the caller runs the command itself
-            print(f"lakehouse: could not start a command: {type(e).__name__}: {e}", flush=True)
-            _send(p.conn, {"refused": f"the host could not start it ({type(e).__name__}: {e})"})
-            p.conn.close()
         finally:
             for fd_ in p.fds:
                 os.close(fd_)
@@ -363,18 +362,28 @@ class _Host:
         name = _target([str(a) for a in request.get("argv") or []])[1] or "?"
         held = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
                 signal.SIGUSR2, signal.SIGWINCH}
+        for out in (sys.stdout, sys.stderr):  # nothing of the host's log left to reach the command's streams
+            out.flush()
         old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
         host_pid = os.getpid()
         try:
             pid = os.fork()
-            if pid == 0:  # the command: never returns into the loop
-                try:
-                    self._close_for_child(conn)
-                    become(request, fds, self.added, old, host_pid)
-                finally:
-                    os._exit(1)
-        finally:
+        except OSError as e:  # nothing forked: the caller runs the command itself
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            print(f"lakehouse: could not start a command: {e}", flush=True)
+            _send(conn, {"refused": f"the host could not start it ({e.strerror or e})"})
+            conn.close()
+            return
+        if pid == 0:  # the command: never returns into the loop
+            try:
+                self._close_for_child(conn)
+                become(request, fds, self.added, old, host_pid)
+            except KeyboardInterrupt:  # a Ctrl-C before the command began: ended by it, as a process is
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGINT)
+            finally:
+                os._exit(1)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
         conn.setblocking(True)
         self.children[pid] = (conn, name)
         _send(conn, {"pid": pid})  # a caller gone already: the loop sees it hang up
