@@ -16,11 +16,19 @@ SIGTERM, SIGHUP, ...) are passed on to the child; when the command's process die
 kills the child, as a killed process takes its work with it.
 
 A command runs in its own process instead, as without a host: with ``LAKEHOUSE_HOST=off``;
-for ``server`` and ``--help``/``--version``; when the host runs other code than the command
-would (another interpreter or lakehouse installation, or a module of the package changed since
-the host started: one line on stderr says so). The host imports libraries and uses none of them
+for ``server`` and ``--help``/``--version``; with a standard stream closed; and when the host
+cannot run it as its own process would (``unusable``, ``_reach``: the host is gone, its folder is
+not the user's alone or its socket's other end is not the recorded host, it runs another
+interpreter, venv or lakehouse installation or started with other start-up variables, or
+lakehouse or an installed package changed since it started: one line on stderr says which). A
+Ctrl-Z stops the child, then the command's process, and continuing the command's process
+continues the child; a host that dies takes its children with it. The host imports libraries and uses none of them
 before it forks (deltalake's runtime, for one, does not survive a fork), and it stops when the
 project's server stops or with ``lakehouse server stop``.
+
+A hosted command has its caller's folder, environment, streams, umask, priority and resource
+limits (as far as the host's hard limits allow), but the host's cgroup, CPU affinity and no
+controlling terminal: run commands that must be confined with ``LAKEHOUSE_HOST=off``.
 """
 
 from __future__ import annotations
