@@ -299,6 +299,17 @@ def _shared_session() -> Any:
         return _SERVER["spark"]
 
 
+def wait_until(what: Any, seconds: float = 30.0) -> Any:
+    """Poll ``what()`` until it gives something true (returned), failing after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.02)
+    raise AssertionError(f"not within {seconds}s: {what}")
+
+
 def needs_own_spark(crash: str | None) -> bool:
     """A process killed at a ``*during*`` point (a timer inside a Spark job, or a point inside a
     Spark task) runs its own Spark: on a server that job would go on after the kill, and a task's

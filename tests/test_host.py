@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lakehouse.cli import host, hosting
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_until
 
 WITH_VALUE = sorted(host.GLOBAL_WITH_VALUE)
 token = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=12)
@@ -43,13 +43,13 @@ def test_the_project_and_the_command_are_read_as_click_reads_them(options, comma
                 project = value
         else:
             argv.append(opt)
-    assert host._target([*argv, command, *rest]) == (project, command)
-    assert host._target(argv)[1] is None  # no command: --help, --version or a usage error, here
+    assert host.project_and_command([*argv, command, *rest]) == (project, command)
+    assert host.project_and_command(argv)[1] is None  # no command: --help, --version or a usage error, here
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["-h"], ["--version"], ["--project", "p", "--help", "tables"], []])
 def test_help_and_version_run_in_the_process(argv):
-    assert host._target(argv)[1] is None
+    assert host.project_and_command(argv)[1] is None
 
 
 def test_a_socket_deeper_than_a_socket_address_allows_is_reached_through_its_folder(tmp_path):
@@ -169,16 +169,6 @@ def own(tmp_path):
     h.close()
 
 
-def _wait(what, seconds: float = 20.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"not within {seconds}s")
-
-
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -216,7 +206,7 @@ def test_a_caller_gone_right_after_handing_over_takes_the_command_with_it(shared
     before = shared.log().count("its caller hung up: killed")
     for _ in range(10):
         shared.hand_over("tables").close()  # gone before the host even forked
-    _wait(lambda: shared.log().count("its caller hung up: killed") == before + 10)
+    wait_until(lambda: shared.log().count("its caller hung up: killed") == before + 10)
     killed = [ln for ln in shared.log().splitlines() if "its caller hung up" in ln][-10:]
     assert all(f"status {-signal.SIGKILL} " in ln for ln in killed), killed
     assert shared.children() == []
@@ -254,7 +244,7 @@ def test_the_callers_umask_priority_and_limits_are_the_commands(shared, tmp_path
     proc = shared.popen("tables", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:3:{marker}"}, umask=0o077,
                         preexec_fn=caller)
     try:
-        _wait(marker.exists)
+        wait_until(marker.exists)
         [child] = shared.children()
         status = Path(f"/proc/{child}/status").read_text()
         assert "Umask:\t0077" in status
@@ -271,10 +261,10 @@ def test_ctrl_z_stops_the_command_and_fg_continues_it(shared, tmp_path):
     marker = tmp_path / "paused"
     proc = shared.popen("tables", "--format", "json", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:4:{marker}"})
     try:
-        _wait(marker.exists)
+        wait_until(marker.exists)
         [child] = shared.children()
         proc.send_signal(signal.SIGTSTP)
-        _wait(lambda: _state(child) == "T" and _state(proc.pid) == "T", 10)
+        wait_until(lambda: _state(child) == "T" and _state(proc.pid) == "T", 10)
         time.sleep(4.5)  # past the pause: a command that was not stopped would be done by now
         assert _state(child) == "T" and proc.poll() is None
         proc.send_signal(signal.SIGCONT)
@@ -313,12 +303,12 @@ def test_a_killed_host_takes_its_running_commands_with_it_and_is_noticed(own, tm
     marker = tmp_path / "paused"
     proc = own.popen("tables", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:30:{marker}"})
     try:
-        _wait(marker.exists)
+        wait_until(marker.exists)
         [child] = own.children()
         os.kill(own.pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 1 and "the command host ended while it ran the command" in err, err
-        _wait(lambda: not Path(f"/proc/{child}").exists() or _state(child) == "Z", 10)  # killed with its host
+        wait_until(lambda: not Path(f"/proc/{child}").exists() or _state(child) == "Z", 10)  # killed with its host
     finally:
         proc.kill()
     p = own.lakehouse("tables", "--format", "json")
@@ -331,7 +321,7 @@ def test_stop_and_a_server_gone_end_the_host_and_its_commands(own, tmp_path):
     marker = tmp_path / "paused"
     proc = own.popen("tables", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:30:{marker}"})
     try:
-        _wait(marker.exists)
+        wait_until(marker.exists)
         assert hosting.stop(own.root) == own.rec and not hosting.running(own.pid)
         out, err = proc.communicate(timeout=30)  # the command got SIGTERM, as the host stopped
         assert proc.returncode == -signal.SIGTERM, err
@@ -342,7 +332,7 @@ def test_stop_and_a_server_gone_end_the_host_and_its_commands(own, tmp_path):
     rec = hosting.start(own.root, own.server.pid)
     own.server.kill()  # the server gone: the host stops within a second or two, and cleans up
     own.server.wait()
-    _wait(lambda: not hosting.running(rec["pid"]), 30)
+    wait_until(lambda: not hosting.running(rec["pid"]), 30)
     assert not (own.folder / "host.json").exists() and not (own.folder / "host.sock").exists()
     assert "is gone" in own.log()
 
@@ -353,10 +343,10 @@ def test_ctrl_z_before_the_child_is_known_stops_both_once_it_is(shared, tmp_path
     marker = tmp_path / "paused"
     proc = shared.popen("tables", "--format", "json", env={"LAKEHOUSE_PAUSE_AT": f"hosted_start:3:{marker}"})
     try:
-        _wait(lambda: len(shared.children()) == 1 or proc.poll() is not None)
+        wait_until(lambda: len(shared.children()) == 1 or proc.poll() is not None)
         proc.send_signal(signal.SIGTSTP)
         [child] = shared.children()
-        _wait(lambda: _state(child) == "T" and _state(proc.pid) == "T", 10)
+        wait_until(lambda: _state(child) == "T" and _state(proc.pid) == "T", 10)
         time.sleep(3.5)  # past the pause
         assert _state(child) == "T"
         proc.send_signal(signal.SIGCONT)

@@ -23,7 +23,7 @@ import pytest
 from lakehouse.cli import hosting
 from lakehouse.settings import private_folder
 from lakehouse.spark import server
-from tests.conftest import FAST_JVM, REPO, Project, cli, cli_in_process, suite_server
+from tests.conftest import FAST_JVM, REPO, Project, cli, cli_in_process, suite_server, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -304,16 +304,6 @@ def _host_children(host_pid: int) -> list[int]:
     return out
 
 
-def _wait_for(what, seconds: float = 30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"not within {seconds}s: {what}")
-
-
 def _watching(root: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     """``lakehouse ingest trips --source <empty folder> --watch`` (runs until a signal) as a process of its own."""
     source = cwd / "landing"
@@ -337,7 +327,7 @@ def test_commands_run_in_the_host_with_the_callers_folder_environment_streams_an
     assert lakehouse(root, "migrate").returncode == 0
     proc = _watching(root, tmp_path, {})
     try:
-        [child] = _wait_for(lambda: _host_children(host["pid"]))
+        [child] = wait_until(lambda: _host_children(host["pid"]))
         assert os.readlink(f"/proc/{child}/cwd") == str(tmp_path)
         for fd in (0, 1, 2):  # the caller's own pipes, not copies
             assert os.readlink(f"/proc/{child}/fd/{fd}") == os.readlink(f"/proc/{proc.pid}/fd/{fd}")
@@ -357,10 +347,10 @@ def test_a_killed_command_takes_its_hosted_child_with_it_and_the_host_serves_on(
     host = hosting.read_record(root)
     assert host is not None
     proc = _watching(root, tmp_path, {})
-    [child] = _wait_for(lambda: _host_children(host["pid"]))
+    [child] = wait_until(lambda: _host_children(host["pid"]))
     proc.kill()
     proc.wait()
-    _wait_for(lambda: not hosting.running(child) and _host_children(host["pid"]) == [], 10)
+    wait_until(lambda: not hosting.running(child) and _host_children(host["pid"]) == [], 10)
     runs = [subprocess.Popen([sys.executable, "-m", "lakehouse.cli", "--project", str(root), "tables", "--format", "json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     for r in runs:  # at once: a child each

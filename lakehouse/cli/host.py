@@ -73,7 +73,7 @@ def forward(argv: list[str]) -> int | None:
     flag = env("LAKEHOUSE_HOST")
     if flag is not None and flag.strip().lower() in OFF:
         return None
-    project, command = _target(argv)
+    project, command = project_and_command(argv)
     if command is None or command in NOT_HOSTED:
         return None
     if not all(_is_open(fd) for fd in (0, 1, 2)):
@@ -82,10 +82,10 @@ def forward(argv: list[str]) -> int | None:
         cwd = os.getcwd()
     except OSError:  # a working folder removed meanwhile: the command says so itself
         return None
-    folder = Path(project or env("LAKEHOUSE_PROJECT") or ".").expanduser().absolute() / PRIVATE_FOLDER
-    try:
-        rec = json.loads((folder / RECORD).read_text())
-    except (OSError, ValueError):
+    root = Path(project or env("LAKEHOUSE_PROJECT") or ".").expanduser().absolute()
+    folder = root / PRIVATE_FOLDER
+    rec = read_record(root)
+    if rec is None:
         return None  # no host (the usual case without a server): nothing to say
     handed: list[bool] = []
     try:
@@ -106,7 +106,7 @@ class _Passed(Exception):
     """Why the host does not run the command; raised only before the command was handed over."""
 
 
-def _target(argv: list[str]) -> tuple[str | None, str | None]:
+def project_and_command(argv: list[str]) -> tuple[str | None, str | None]:
     """The ``--project`` value and the command name of a command line (None: no command)."""
     project, i = None, 0
     while i < len(argv):
@@ -128,6 +128,15 @@ def _target(argv: list[str]) -> tuple[str | None, str | None]:
             return project, None
         i += 1
     return project, None
+
+
+def read_record(project: Path) -> dict[str, Any] | None:
+    """The project's host record, or None when there is none (or it is unreadable)."""
+    try:
+        rec = json.loads((project / PRIVATE_FOLDER / RECORD).read_text())
+        return rec if isinstance(rec, dict) else None
+    except (OSError, ValueError):
+        return None
 
 
 def identity() -> dict[str, Any]:

@@ -34,12 +34,15 @@ from lakehouse.cli.host import (
     code_stamp,
     identity,
     peer_credentials,
+    project_and_command,
+    read_record,
     running,
     signal_child,
 )
 from lakehouse.cli.hosted import become
 from lakehouse.errors import LakehouseError
 from lakehouse.settings import PRIVATE_FOLDER, private_folder
+from lakehouse.spark.server import kill_group, server_alive, terminate
 
 PRELOAD = (
     "lakehouse.project", "pyspark.sql.connect.session", "pyspark.sql.connect.dataframe",
@@ -54,15 +57,6 @@ REQUEST_SECONDS = 10.0
 START_SECONDS = 120.0
 STOP_SECONDS = 30.0
 """How long a stopping host lets the commands it runs finish before it kills them."""
-
-
-def read_record(project: Path) -> dict[str, Any] | None:
-    """The project's host record, or None when there is none (or it is unreadable)."""
-    try:
-        rec = json.loads((project / PRIVATE_FOLDER / RECORD).read_text())
-        return rec if isinstance(rec, dict) else None
-    except (OSError, ValueError):
-        return None
 
 
 def status(project: Path) -> str:
@@ -96,7 +90,7 @@ def start(project: Path, server_pid: int, timeout: float = START_SECONDS) -> dic
         if code is not None:
             raise LakehouseError(f"the command host did not start (exit {code}; log: {logfile})")
         time.sleep(0.1)
-    _kill(proc.pid)
+    kill_group(proc.pid)
     raise LakehouseError(f"the command host was not ready within {timeout:.0f}s (log: {logfile})")
 
 
@@ -107,28 +101,13 @@ def stop(project: Path, timeout: float = STOP_SECONDS + 10) -> dict[str, Any] | 
     if rec is None:
         return None
     pid = int(rec.get("pid") or 0)
-    if pid and running(pid):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + timeout
-        while running(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if running(pid):
-            _kill(pid)
+    if pid:
+        terminate(pid, running, timeout)
     current = read_record(project)
     if current is None or current.get("pid") == pid:  # not a record a new host wrote meanwhile
         for name in (RECORD, SOCKET):
             (project / PRIVATE_FOLDER / name).unlink(missing_ok=True)
     return rec
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 # -- the host process ---------------------------------------------------------------------------------
@@ -357,9 +336,7 @@ class _Host:
 
     def _start(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
         """Fork the command's child, with the host's signals held until the child has its own."""
-        from lakehouse.cli.host import _target
-
-        name = _target([str(a) for a in request.get("argv") or []])[1] or "?"
+        name = project_and_command([str(a) for a in request.get("argv") or []])[1] or "?"
         held = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
                 signal.SIGUSR2, signal.SIGWINCH}
         for out in (sys.stdout, sys.stderr):  # nothing of the host's log left to reach the command's streams
@@ -430,8 +407,6 @@ def _send(conn: socket.socket, msg: dict[str, Any]) -> None:
 
 def serve(project: Path, server_pid: int) -> None:
     """The host's loop (see the module doc) until SIGTERM or the server ``server_pid`` is gone."""
-    from lakehouse.spark.server import _alive as server_alive
-
     ident = identity()
     stamp = code_stamp(ident["package"])  # before the imports: a change made meanwhile is newer
     added = _preload()

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,7 +99,7 @@ def read_record(project: Path) -> ServerRecord | None:
 def problem(rec: ServerRecord, settings: Settings) -> str | None:
     """Why the recorded server cannot serve ``settings`` (gone, another project or warehouse),
     or None when it can."""
-    if not _alive(rec.pid):
+    if not server_alive(rec.pid):
         return f"its process {rec.pid} is gone"
     if not _answers(rec.port):
         return f"nothing answers on port {rec.port}"
@@ -109,7 +110,7 @@ def problem(rec: ServerRecord, settings: Settings) -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def server_alive(pid: int) -> bool:
     """The server's process runs (a pid reused by another program does not count)."""
     if not alive(pid):
         return False
@@ -186,7 +187,7 @@ def start(settings: Settings, port: int | None = None, timeout: float = START_SE
     """Start the project's server (a detached process) and wait until it answers; its record.
     Refuses when one already runs for the project."""
     rec = read_record(settings.project)
-    if rec is not None and _alive(rec.pid) and _answers(rec.port):
+    if rec is not None and server_alive(rec.pid) and _answers(rec.port):
         raise LakehouseError(f"a Spark Connect server already runs for this project ({rec.address}, pid {rec.pid}); "
                              "`lakehouse server stop` first")
     private = private_folder(settings.project)
@@ -210,7 +211,7 @@ def start(settings: Settings, port: int | None = None, timeout: float = START_SE
             raise LakehouseError(f"the Spark Connect server did not start (exit {code}): {_last_line(logfile)} "
                                  f"(log: {logfile})")
         time.sleep(0.2)
-    _kill(proc.pid)
+    kill_group(proc.pid)
     raise LakehouseError(f"the Spark Connect server did not answer within {timeout:.0f}s (log: {logfile})")
 
 
@@ -219,22 +220,31 @@ def stop(settings: Settings, timeout: float = 60.0) -> ServerRecord | None:
     rec = read_record(settings.project)
     if rec is None:
         return None
-    if _alive(rec.pid):
-        try:
-            os.kill(rec.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + timeout
-        while _alive(rec.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if _alive(rec.pid):
-            _kill(rec.pid)
+    terminate(rec.pid, server_alive, timeout)
     record_path(settings.project).unlink(missing_ok=True)
     storage.remove_tree(str(scratch_path(settings.project)))  # a killed server's (a stopped one removed its own)
     return rec
 
 
-def _kill(pid: int) -> None:
+def terminate(pid: int, running: Callable[[int], bool], timeout: float, poll: float = 0.05) -> None:
+    """End a detached process of the project (the server, the command host): SIGTERM, up to
+    ``timeout`` seconds for it to finish (``running`` says whether it still does), then SIGKILL
+    to its process group."""
+    if not running(pid):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(poll)
+    if running(pid):
+        kill_group(pid)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a detached process and its process group."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
