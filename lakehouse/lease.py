@@ -211,11 +211,7 @@ class Lease:
         for g in _lease_generations(self.folder):
             if g < gen - 1:
                 storage.delete(os.path.join(self.folder, f"{g}.json"))
-        if storage.is_local(self.folder):
-            old = (time.time() - LEASE_TTL_SECONDS) * 1e9
-            for f in storage.list_file_infos(self.folder):
-                if f.name.startswith(".") and ".json.tmp-" in f.name and f.mtime_ns < old:
-                    storage.delete(os.path.join(self.folder, f.name))
+        storage.remove_create_leftovers(self.folder, LEASE_TTL_SECONDS)
 
     def _write_own(self, expires: float) -> None:
         """Rewrite this holder's generation file atomically (temp file, then rename)."""

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -345,14 +346,12 @@ def write_json(path: str, doc: Any, indent: int | None = None) -> None:
 
 def create_exclusive(path: str, data: bytes) -> bool:
     """Create a file that must not exist yet, with ``data``, durably and whole: exactly one of
-    several racing processes wins; False when it already exists. Local: ``data`` goes to a
-    temporary file of this writer's own (fsynced), which is then hard-linked to ``path`` (the
-    link fails when ``path`` exists), so a writer killed at any instant leaves no empty or partial
-    file under the name, only perhaps its temporary file (a filesystem without hard links:
-    O_CREAT|O_EXCL, then the bytes). S3: a PUT with If-None-Match: *. ``data`` should name its
-    writer (a lease's holder): on S3, a refused PUT whose object holds exactly ``data`` is this
-    writer's own earlier attempt, which landed although its answer was lost (the client then tried
-    again), so that counts as created."""
+    several racing processes wins; False when it already exists. Local: a temporary file of this
+    writer's own (fsynced), hard-linked to ``path`` (which fails when it exists), so a writer killed
+    at any instant leaves no partial file under the name (without hard links: O_CREAT|O_EXCL, then
+    the bytes). S3: a PUT with If-None-Match: *; ``data`` names its writer (a lease's holder), so a
+    refused PUT whose object holds exactly ``data`` is this writer's earlier attempt, which landed
+    although its answer was lost: created."""
     if is_s3(path):
         s3io.require_conditional_writes(path)
         if s3io.put_if(path, data, None):
@@ -361,7 +360,7 @@ def create_exclusive(path: str, data: bytes) -> bool:
         return seen is not None and seen[0] == data
     folder, name = os.path.split(path)
     os.makedirs(folder or ".", exist_ok=True)
-    temp = os.path.join(folder, f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    temp = os.path.join(folder, f".{name}{_EXCLUSIVE_TEMP}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         with open(temp, "xb") as f:
             f.write(data)
@@ -378,6 +377,18 @@ def create_exclusive(path: str, data: bytes) -> bool:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
+
+
+_EXCLUSIVE_TEMP = ".tmp-"  # a local exclusive create's temporary file: .<name>.tmp-<pid>-<random>
+
+def remove_create_leftovers(folder: str, older_than: float) -> None:
+    """Delete what writers killed in ``create_exclusive`` left in ``folder``, older than ``older_than`` s."""
+    if not is_local(folder):
+        return
+    cutoff = (time.time() - older_than) * 1e9
+    for f in list_file_infos(folder):
+        if f.name.startswith(".") and _EXCLUSIVE_TEMP in f.name and f.mtime_ns < cutoff:
+            delete(os.path.join(folder, f.name))
 
 
 def _create_exclusive_in_place(path: str, data: bytes) -> bool:
