@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,20 @@ class DayVector:
     """Run-length encoded (a sort column) or plain values."""
     committed: int | None = None
     """The archive's committed cutoff the file was chosen for."""
+
+
+def as_day(day: Any) -> dt.date:
+    """A UTC day given as a date, a datetime (its date) or ISO text."""
+    if isinstance(day, dt.datetime):
+        return day.date()
+    if isinstance(day, dt.date):
+        return day
+    if isinstance(day, str):
+        try:
+            return dt.date.fromisoformat(day)
+        except ValueError:
+            pass
+    raise LakehouseError(f"day {day!r}: expected a date (YYYY-MM-DD)")
 
 
 def committed_cutoff(paths: TablePaths) -> int | None:
@@ -132,26 +147,44 @@ def read_columns(
 
     A run committing and cleaning up meanwhile can remove a chosen file before it is read: then
     the cutoff is read again and the files chosen again."""
+    day = as_day(day)
     for c in columns:
         _check_column(definition, c)
     for attempt in range(attempts):
         committed, selection = current_files(paths, columns)
         try:
-            out = []
-            for c in columns:
-                f = selection.get((c, day))
-                if f is None:
-                    out.append(_missing(definition, paths, c, day, committed, selection))
-                    continue
-                out.append(_read_checked(definition, c, day, f, committed))
-            return out
+            return _read_selected(definition, paths, columns, day, committed, selection)
         except (FileNotFoundError, _Retry):
             if attempt == attempts - 1:
-                raise LakehouseError(
-                    f"{definition.name}: the vector files of {day} kept changing while "
-                    "being read (archiving runs committing); try again"
-                ) from None
+                raise _kept_changing(definition, day) from None
     raise AssertionError("unreachable")
+
+
+def _read_selected(
+    definition: TableDefinition,
+    paths: TablePaths,
+    columns: list[str],
+    day: dt.date,
+    committed: int | None,
+    selection: dict[tuple[str, dt.date], vectors.VectorFile],
+) -> list[DayVector]:
+    """The columns' files of ``day`` among those chosen for ``committed``; FileNotFoundError or
+    _Retry when a run committing meanwhile removed one (choose again)."""
+    out = []
+    for c in columns:
+        f = selection.get((c, day))
+        if f is None:
+            out.append(_missing(definition, paths, c, day, committed, selection))
+            continue
+        out.append(_read_checked(definition, c, day, f, committed))
+    return out
+
+
+def _kept_changing(definition: TableDefinition, day: dt.date) -> LakehouseError:
+    return LakehouseError(
+        f"{definition.name}: the vector files of {day} kept changing while "
+        "being read (archiving runs committing); try again"
+    )
 
 
 class _Retry(Exception):
@@ -220,6 +253,18 @@ def parse_where(definition: TableDefinition, items: list[str]) -> list[Any]:
             given[name] = converter(definition.column(name).type)(raw)
         except BadValue as e:
             raise LakehouseError(f"--where {item!r}: {e}") from None
+    return prefix_values(definition, given)
+
+
+def prefix_values(definition: TableDefinition, given: dict[str, Any]) -> list[Any]:
+    """Typed values of sort columns (None: the null run) in sort-column order; they must name a
+    prefix of the sort columns."""
+    sort = list(definition.archive.sort_columns)
+    unknown = [c for c in given if c not in sort]
+    if unknown:
+        raise LakehouseError(
+            f"where: {unknown[0]!r} is not a sort column of {definition.name} (sort columns: {', '.join(sort) or 'none'})"
+        )
     k = len(given)
     if set(given) != set(sort[:k]):
         missing = [c for c in sort[:k] if c not in given]
@@ -260,3 +305,84 @@ def lookup(
     return LookupResult(
         r, sum(c.touched for c in cols), dvs[0].committed, tuple(dv.file for dv in dvs)
     )
+
+
+class Lookups:
+    """Many lookups in one table's archive, on the vector files of the committed cutoff read
+    when opened (``refresh`` moves to the latest one), as a reader pinned to a snapshot answers.
+
+    Each day's sort-column runs are read once and kept as Python values (the ``max_days`` used
+    last), so a lookup is the binary search alone: microseconds, where ``lookup`` reads the
+    archive's log and the day's vector files on every call. A day first read after a later run
+    removed its files moves the reader to the latest cutoff (each answer names its cutoff).
+    One reader is not for several threads at once."""
+
+    def __init__(self, definition: TableDefinition, paths: TablePaths, max_days: int = 366) -> None:
+        if not definition.archive.sort_columns:
+            raise LakehouseError(f"{definition.name} has no sort columns to look up")
+        self.definition, self.paths, self.max_days = definition, paths, max_days
+        self._days: OrderedDict[dt.date, tuple[list[rle.RunColumn], tuple[str, ...]]] = OrderedDict()
+        self.cutoff: int | None = None
+        self._selection: dict[tuple[str, dt.date], vectors.VectorFile] = {}
+        self.refresh()
+
+    def refresh(self) -> int | None:
+        """Read the committed cutoff and choose its files again; the days kept stay when the
+        cutoff has not moved. Returns the cutoff."""
+        columns = list(self.definition.archive.sort_columns)
+        committed, self._selection = current_files(self.paths, columns)
+        if committed != self.cutoff:
+            self._days.clear()
+        self.cutoff = committed
+        return committed
+
+    def lookup(self, day: dt.date, where: dict[str, Any] | list[str]) -> LookupResult:
+        """The record range of ``day`` whose sort columns equal ``where``: typed values by
+        column, or ``C=V`` items as the command line takes them; a prefix of the sort columns."""
+        if isinstance(where, dict):
+            values = prefix_values(self.definition, {c: self._typed(c, v) for c, v in where.items()})
+        else:
+            values = parse_where(self.definition, where)
+        runs, files = self._day(as_day(day))
+        cols = [c.fresh() for c in runs[: max(1, len(values))]]
+        first = cols[0]
+        total = first.acc(first.n - 1) if first.n else 0
+        try:
+            r = rle.lookup(cols, values, total)
+        except TypeError:  # a value of another kind than the column's (a str for a number)
+            given = ", ".join(f"{c}={v!r}" for c, v in zip(self.definition.archive.sort_columns, values))
+            raise LakehouseError(
+                f"{self.definition.name}: where {given}: a value does not compare with its column's values"
+            ) from None
+        return LookupResult(r, sum(c.touched for c in cols), self.cutoff, files[: len(cols)])
+
+    def _typed(self, column: str, value: Any) -> Any:
+        """A value given as text is converted to the column's type, as on the command line."""
+        if not isinstance(value, str) or column not in self.definition.column_names:
+            return value
+        try:
+            return converter(self.definition.column(column).type)(value)
+        except BadValue as e:
+            raise LakehouseError(f"where {column}={value!r}: {e}") from None
+
+    def _day(self, day: dt.date) -> tuple[list[rle.RunColumn], tuple[str, ...]]:
+        kept = self._days.get(day)
+        if kept is not None:
+            self._days.move_to_end(day)
+            return kept
+        columns = list(self.definition.archive.sort_columns)
+        for attempt in range(3):
+            try:
+                dvs = _read_selected(
+                    self.definition, self.paths, columns, day, self.cutoff, self._selection
+                )
+                break
+            except (FileNotFoundError, _Retry):
+                if attempt == 2:
+                    raise _kept_changing(self.definition, day) from None
+                self.refresh()
+        kept = ([rle.RunColumn(dv.table, materialize=True) for dv in dvs], tuple(dv.file for dv in dvs))
+        self._days[day] = kept
+        while len(self._days) > self.max_days:
+            self._days.popitem(last=False)
+        return kept

@@ -9,6 +9,7 @@ NaN for the purpose of runs.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -184,23 +185,66 @@ def check_runs(runs: pa.Table, files: Sequence[int] | None = None) -> list[str]:
 
 
 class RunColumn:
-    """Random access to one column's runs, counting how many entries a search touches."""
+    """Random access to one column's runs, counting how many entries a search touches.
 
-    def __init__(self, runs: pa.Table) -> None:
-        self._values = runs.column("value").combine_chunks()
-        self._acc = runs.column("accumulative_count").combine_chunks()
+    ``materialize``: the runs as Python values (a list each) instead of Arrow arrays, searched
+    with ``bisect`` (the same probes as ``_first``, counted through its key): for a reader that
+    keeps a day's runs and looks up many times (``fresh`` gives a column over the same runs with
+    its own count)."""
+
+    __slots__ = ("_acc", "_plain", "_values", "n", "touched")
+
+    def __init__(self, runs: pa.Table, materialize: bool = False) -> None:
+        values = runs.column("value").combine_chunks()
+        acc = runs.column("accumulative_count").combine_chunks()
+        self._plain = materialize
+        self._values: Any = values.to_pylist() if materialize else values
+        self._acc: Any = acc.to_pylist() if materialize else acc
         self.touched = 0
         self.n = runs.num_rows
 
     def acc(self, i: int) -> int:
         """The accumulative count of run ``i`` (records up to and including it), counted as touched."""
         self.touched += 1
-        return int(self._acc[i].as_py())
+        return self._acc[i] if self._plain else int(self._acc[i].as_py())  # type: ignore[no-any-return]
 
     def value(self, i: int) -> Any:
         """The value of run ``i``, counted as touched."""
         self.touched += 1
-        return self._values[i].as_py()
+        return self._values[i] if self._plain else self._values[i].as_py()
+
+    def first_acc_above(self, count: int, lo: int) -> int:
+        """The first run from ``lo`` whose accumulative count is above ``count`` (n if none)."""
+        if self._plain:
+            return bisect.bisect_right(self._acc, count, lo, self.n, key=self._touch)
+        return _first(lo, self.n, lambda i: self.acc(i) > count)
+
+    def first_acc_at_least(self, count: int, lo: int) -> int:
+        """The first run from ``lo`` whose accumulative count is ``count`` or more (n if none)."""
+        if self._plain:
+            return bisect.bisect_left(self._acc, count, lo, self.n, key=self._touch)
+        return _first(lo, self.n, lambda i: self.acc(i) >= count)
+
+    def first_value_at_least(self, key: tuple[int, Any], lo: int, hi: int) -> int:
+        """The first run in [lo, hi) whose value's ``sort_key`` is ``key`` or more (hi if none)."""
+        if self._plain:
+            return bisect.bisect_left(self._values, key, lo, hi, key=self._touch_key)
+        return _first(lo, hi, lambda i: sort_key(self.value(i)) >= key)
+
+    def _touch(self, v: Any) -> Any:
+        self.touched += 1
+        return v
+
+    def _touch_key(self, v: Any) -> tuple[int, Any]:
+        self.touched += 1
+        return sort_key(v)
+
+    def fresh(self) -> RunColumn:
+        """The same runs (shared, not copied), with nothing touched yet."""
+        column = RunColumn.__new__(RunColumn)
+        column._plain, column._values, column._acc, column.n = self._plain, self._values, self._acc, self.n
+        column.touched = 0
+        return column
 
 
 def sort_key(v: Any) -> tuple[int, Any]:
@@ -250,10 +294,10 @@ def lookup(columns: Sequence[RunColumn], values: Sequence[Any], total: int) -> R
         if start >= end:
             return Range(start, start)
         # runs r0..r1-1 cover [start, end): acc(r) > start ... acc(r) >= end
-        r0 = _first(0, col.n, lambda i: col.acc(i) > start)
-        r1 = _first(r0, col.n, lambda i: col.acc(i) >= end) + 1
+        r0 = col.first_acc_above(start, 0)
+        r1 = col.first_acc_at_least(end, r0) + 1
         key = sort_key(wanted)
-        r = _first(r0, r1, lambda i: sort_key(col.value(i)) >= key)
+        r = col.first_value_at_least(key, r0, r1)
         if r >= r1 or sort_key(col.value(r)) != key:
             pos = start if r == r0 else col.acc(r - 1)
             return Range(pos, pos)
