@@ -225,3 +225,35 @@ def test_queries_running_during_archive_runs_are_exact(trips):
     wrong = [s for s in seen if s[1] != expect]
     assert not wrong, wrong[:3]
     assert trips.lh.tables()[0].archive_rows > 100
+
+
+def test_a_run_lists_the_vector_folder_at_its_recovery_and_its_end_only(trips, monkeypatch):
+    """The plan's stale-day check takes the listing the run's recovery left (under the same
+    lease) instead of listing the folder again: two listings a run, whatever the days; the
+    re-encoding of days written under other settings still follows from it."""
+    from lakehouse.archive import vectors
+
+    load(trips, "a.csv", [["a", 1, 0, 1.0, 1.0, "2026-11-17T10:00:00Z"], ["b", 1, 0, 1.0, 2.0, "2026-11-18T10:00:00Z"]])
+    trips.lh.archive("trips", now=ts("2026-11-19T00:00:00Z"))
+    listings: list[str] = []
+    real = vectors.list_files
+
+    def counted(root, columns=None):
+        listings.append(root)
+        return real(root, columns)
+
+    monkeypatch.setattr(vectors, "list_files", counted)
+    load(trips, "b.csv", [["c", 2, 0, 1.0, 1.0, "2026-11-19T10:00:00Z"]])
+    r = trips.lh.archive("trips", now=ts("2026-11-20T12:00:00Z"))
+    assert r.committed and r.plan.days == (dt.date(2026, 11, 18), dt.date(2026, 11, 19)) and len(listings) == 2
+    # the table now wants another vector set: both archived days are re-encoded by the next run
+    import yaml
+
+    definition = yaml.safe_load(TRIPS_SMALL)
+    definition["archive"]["vectors"] = "sort_columns"
+    trips.table(yaml.safe_dump(definition))
+    listings.clear()
+    r = trips.lh.archive("trips", now=ts("2026-11-20T13:00:00Z"))
+    assert set(r.plan.reencode_days) == {dt.date(2026, 11, 17), dt.date(2026, 11, 18), dt.date(2026, 11, 19)}
+    assert r.committed and len(listings) == 2
+    assert totals(trips, "duckdb") == totals(trips, "spark")

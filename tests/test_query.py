@@ -597,3 +597,46 @@ def test_verify_has_a_check_per_saved_query(loaded_repo):
         "saved query zz_approx.sql gives the same answer on both engines"]
     assert "percentile_approx() is refused" in failing[0].detail
     assert only_pings == []  # no saved query reads driver_pings
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_a_query_registers_only_the_tables_it_names_and_always_reads_them_fresh(project, spark, engine, monkeypatch):
+    """A query pins and registers the views of the tables it names (and the watermarks view only
+    when it reads it): another table's log is not even opened (here: broken, and the query still
+    answers). A table whose view an earlier query left, on older versions, is never read stale,
+    even when the guard's parse misses a name Spark's parse has (then every view is registered)."""
+    import shutil
+
+    from lakehouse.query import guard
+    from tests.conftest import CLICKS
+
+    project.table(TRIPS_SMALL).create("trips")
+    project.table(CLICKS).create("clicks")
+    rows = [[f"t{i}", 1, 0, 1.0, 1.0, "1.00", "true", "", "2026-11-20T10:00:00Z"] for i in range(3)]
+    project.lh.load("trips", [project.csv("a.csv", HEADER_SMALL, rows)])
+    project.lh.load("clicks", [project.csv("c.csv", ["user_id", "url", "at"], [[1, "/a", "2026-11-20T10:00:00Z"]])])
+    q = project.lh.query
+    both = "SELECT (SELECT count(*) FROM trips) AS t, (SELECT count(*) FROM clicks) AS c"
+    assert q(both, engine).to_pylist() == [{"t": 3, "c": 1}]
+    # clicks changes; a query of trips alone leaves clicks' view as the first query made it
+    project.lh.load("clicks", [project.csv("c2.csv", ["user_id", "url", "at"], [[2, "/b", "2026-11-20T11:00:00Z"]])])
+    assert q("SELECT count(*) AS n FROM trips", engine).to_pylist() == [{"n": 3}]
+    assert q("WITH x AS (SELECT * FROM clicks) SELECT count(*) AS n FROM x", engine).to_pylist() == [{"n": 2}]
+    # the guard's parse misses clicks: Spark's parse names it, every view is registered anew
+    project.lh.load("clicks", [project.csv("c3.csv", ["user_id", "url", "at"], [[3, "/c", "2026-11-20T12:00:00Z"]])])
+    if engine == "spark":
+        real = guard.names_read
+        monkeypatch.setattr(guard, "names_read", lambda checked: real(checked) - {"clicks"})
+        assert q("SELECT count(*) AS n FROM clicks", engine).to_pylist() == [{"n": 3}]
+        monkeypatch.undo()
+    # a broken log of clicks does not stop a query of trips; a query of clicks names it
+    log = project.lh.paths("clicks").live.replace("file://", "") + "/_delta_log"
+    shutil.move(log, log + ".away")
+    try:
+        assert q("SELECT count(*) AS n FROM trips", engine).to_pylist() == [{"n": 3}]
+        with pytest.raises(Exception, match="clicks|Delta"):
+            q("SELECT count(*) AS n FROM clicks", engine)
+    finally:
+        shutil.move(log + ".away", log)
+    assert q(both, engine).to_pylist() == [{"t": 3, "c": 3}]

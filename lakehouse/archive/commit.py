@@ -118,12 +118,14 @@ def commit_written(
 
 def check_committed(
     spark: SparkSession, definition: TableDefinition, paths: TablePaths, plan: ArchivePlan,
-    staged: dict[dt.date, int],
+    staged: dict[dt.date, int], version: int | None = None,
 ) -> None:
-    """The committed rows per day are the staged ones (from the Delta log; no data read)."""
+    """The committed rows per day are the staged ones (from the Delta log at ``version``, the
+    run's commit, by default the latest; no data read)."""
     if not plan.days:
         return
-    version = current_snapshot(paths.archive).version
+    if version is None:
+        version = current_snapshot(paths.archive).version
     committed = day_rows(paths.archive, version)
     bad = [day for day in plan.days if committed.get(day, 0) != staged.get(day, 0)]
     if bad:

@@ -50,13 +50,21 @@ def clean(spark: SparkSession, paths: TablePaths, committed: int | None = None) 
     """Remove vector files no reader uses, temporary leftovers, run sidecars no day uses
     and archive staging (other runs' only while this run holds the lease), with the data files of
     a one-pass run that did not commit; files removed."""
+    return cleaned(paths, committed)[0]
+
+
+def cleaned(paths: TablePaths, committed: int | None = None) -> tuple[int, list[vectors.VectorFile]]:
+    """``clean``: (files removed, the vector files left, as listed: what a plan made next under
+    the same lease may take instead of listing the folder again)."""
     import pyarrow.fs as pafs
 
     if committed is None:
         committed = current_snapshot(paths.archive).cutoff
     files, temps = vectors.list_files(paths.vectors)
-    junk = [f.path for f in vectors.garbage(files, committed)] + temps
-    removed = vectors.delete(junk, paths.vectors)
+    garbage = vectors.garbage(files, committed)
+    removed = vectors.delete([f.path for f in garbage] + temps, paths.vectors)
+    gone = {f.path for f in garbage}
+    left = [f for f in files if f.path not in gone]
     used = set(vectors.day_runs(files, committed).values()) | (
         {committed} if committed is not None else set()
     )
@@ -77,14 +85,17 @@ def clean(spark: SparkSession, paths: TablePaths, committed: int | None = None) 
             folder = join(paths.staging, info.base_name)  # this table's archive staging only
             removed += onepass.left_by(folder, paths, committed)  # a one-pass run that did not commit
             storage.remove_tree(folder)
-    return removed
+    return removed, left
 
 
 def recover(
     spark: SparkSession, definition: TableDefinition, paths: TablePaths, ledger: bool = True
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, list[vectors.VectorFile]]:
     """Finish what a crashed or failed run left: (rows purged, files removed, ledger rows
-    repaired); the ledger rows a crash kept out of the ledger are written first."""
+    repaired, the vector files left); the ledger rows a crash kept out of the ledger are
+    written first."""
     committed = current_snapshot(paths.archive).cutoff
     repaired = ledger_table.repair(spark, definition, paths, committed) if ledger else 0
-    return purge.purge(spark, definition, paths, committed), clean(spark, paths, committed), repaired
+    purged = purge.purge(spark, definition, paths, committed)
+    removed, left = cleaned(paths, committed)
+    return purged, removed, repaired, left

@@ -57,7 +57,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints, faults
-from lakehouse.archive import checks, commit, ledger_table, onepass, purge, recover, stage, survey
+from lakehouse.archive import (
+    checks,
+    commit,
+    ledger_table,
+    onepass,
+    purge,
+    recover,
+    stage,
+    survey,
+    vectors,
+)
 from lakehouse.archive.ledger import CommitFigures
 from lakehouse.archive.plan import ArchivePlan
 from lakehouse.archive.status import record_failure, record_success
@@ -143,6 +153,9 @@ class ArchiveJob:
         earlier path, kept as the reference the one pass is compared with)."""
         self.steps = Steps(f"archive {definition.name}", report)
         """The step under way (recorded with a failure), each said to ``report``."""
+        self.listed: list[vectors.VectorFile] | None = None
+        """The vector files the recovery left, listed under this run's lease: the next plan's
+        (then None: a later plan lists the folder itself)."""
 
     @property
     def step(self) -> str:
@@ -156,7 +169,8 @@ class ArchiveJob:
     def plan(self, now: dt.datetime) -> ArchivePlan:
         """Step 1: the plan of a run at ``now`` (nothing written)."""
         self.steps.at("plan")
-        return survey.survey(self.spark, self.definition, self.paths, now, self.ledger)
+        listed, self.listed = self.listed, None  # the recovery's listing, once
+        return survey.survey(self.spark, self.definition, self.paths, now, self.ledger, listed)
 
     def execute(self, plan: ArchivePlan, through: str | None = None) -> ArchiveResult:
         """Run the plan; ``through="commit"`` stops right after the commit (tests of readers)."""
@@ -209,7 +223,7 @@ class ArchiveJob:
         result.figures = figures
         crashpoints.reached("after_commit")
         self.steps.at("check")
-        commit.check_committed(spark, d, paths, plan, staged)
+        commit.check_committed(spark, d, paths, plan, staged, version)
         if figures is not None:
             self.steps.at("ledger")
             t = time.monotonic()
@@ -281,7 +295,8 @@ class ArchiveJob:
         """Finish what a crashed or failed run left: (rows purged, files removed); the ledger
         rows a crash kept out of the ledger are written first (``self.repaired``)."""
         self.steps.at("recover")
-        purged, removed, self.repaired = recover.recover(self.spark, self.definition, self.paths, self.ledger)
+        purged, removed, self.repaired, self.listed = recover.recover(
+            self.spark, self.definition, self.paths, self.ledger)
         return purged, removed
 
 

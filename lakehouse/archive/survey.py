@@ -25,13 +25,16 @@ if TYPE_CHECKING:
 
 
 def stale_days(
-    definition: TableDefinition, paths: TablePaths, committed: int | None, archived: set[dt.date]
+    definition: TableDefinition, paths: TablePaths, committed: int | None, archived: set[dt.date],
+    listed: list[vectors.VectorFile] | None = None,
 ) -> list[dt.date]:
     """Archived days whose vector files were written under other settings than today's
-    (sort columns or the vector set), or are missing: they need re-sorting and re-encoding."""
+    (sort columns or the vector set), or are missing: they need re-sorting and re-encoding.
+    ``listed``: the vector folder's files, when the caller listed them already."""
     if committed is None:
         return []
-    return sorted(vectors.stale_days(paths.vectors, current_encoding(definition), committed, archived))
+    return sorted(vectors.stale_days(paths.vectors, current_encoding(definition), committed, archived,
+                                     listed=listed))
 
 
 def _watermark(definition: TableDefinition, paths: TablePaths, now: dt.datetime) -> dt.datetime | None:
@@ -45,16 +48,17 @@ def _watermark(definition: TableDefinition, paths: TablePaths, now: dt.datetime)
 
 def survey(
     spark: SparkSession | None, definition: TableDefinition, paths: TablePaths, now: dt.datetime,
-    ledger: bool = True
+    ledger: bool = True, listed: list[vectors.VectorFile] | None = None,
 ) -> ArchivePlan:
     """Plan a run at ``now``: C' = now - delay (or below the watermark), the live and archive
     versions read, the days of live rows with event time < C' (rows, and with ``ledger`` their
     checksums, per day) and the archived days whose vector files need re-encoding. Without
-    ``spark`` (a dry run) the rows are counted by delta-rs and there are no checksums."""
+    ``spark`` (a dry run) the rows are counted by delta-rs and there are no checksums.
+    ``listed``: the vector folder's files as the run's recovery left them (else listed here)."""
     base = cutoff_plan(definition, paths, now)
     if not base.advances or base.no_watermark:
         return base
-    return _counted(spark, definition, paths, base, ledger)
+    return _counted(spark, definition, paths, base, ledger, listed)
 
 
 def cutoff_plan(definition: TableDefinition, paths: TablePaths, now: dt.datetime) -> ArchivePlan:
@@ -91,7 +95,7 @@ def cutoff_plan(definition: TableDefinition, paths: TablePaths, now: dt.datetime
 
 
 def _counted(spark: SparkSession | None, d: TableDefinition, paths: TablePaths, base: ArchivePlan,
-             ledger: bool) -> ArchivePlan:
+             ledger: bool, listed: list[vectors.VectorFile] | None = None) -> ArchivePlan:
     """``base`` (an advancing cutoff plan) with its days: the live rows below C' per day, with
     Spark (and the books' checksums) or without (delta-rs)."""
     now, previous, cutoff, watermark = base.now, base.previous_cutoff, base.cutoff, base.watermark
@@ -107,7 +111,7 @@ def _counted(spark: SparkSession | None, d: TableDefinition, paths: TablePaths, 
     archived = day_rows(paths.archive, archive_version)
     stale = [
         day
-        for day in stale_days(d, paths, previous, {k for k, v in archived.items() if v})
+        for day in stale_days(d, paths, previous, {k for k, v in archived.items() if v}, listed)
         if day not in new_rows and archived.get(day)
     ]
     days = tuple(sorted({*new_rows, *stale}))

@@ -14,9 +14,9 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.ipc as ipc
 
 from lakehouse import storage
@@ -65,9 +65,9 @@ def parse_name(name: str) -> tuple[dt.date, int] | None:
     return day, int(m.group(2))
 
 
-@dataclass(frozen=True)
-class VectorFile:
-    """A vector file found under ``vectors/``: its column, day, the run's cutoff and its URI."""
+class VectorFile(NamedTuple):
+    """A vector file found under ``vectors/``: its column, day, the run's cutoff and its URI
+    (a tuple: a listing makes one per file, tens of thousands in an old table)."""
 
     column: str
     day: dt.date
@@ -161,29 +161,23 @@ def to_uri(base_uri: str, base_path: str, path: str) -> str:
 
 def list_files(vectors_root: str, columns: Iterable[str] | None = None) -> tuple[list[VectorFile], list[str]]:
     """All vector files under ``vectors/`` (or only those of ``columns``), and temporary
-    leftovers (paths)."""
-    fs, root = filesystem(vectors_root)
-    if columns is None:
-        info = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
-    else:
-        info = []
-        for c in columns:
-            info += fs.get_file_info(pafs.FileSelector(join(root, c), allow_not_found=True))
+    leftovers (paths). Each distinct name is parsed once (a day's name repeats in every column)."""
+    base = vectors_root.rstrip("/")
+    if columns is None:  # a column's folder; a file there or in it lists as a folder of nothing
+        columns = [c for c in storage.list_names(vectors_root) if not c.startswith(("_", "."))]
+    names: dict[str, tuple[dt.date, int] | None] = {}
     files, temps = [], []
-    for i in info:
-        if i.type != pafs.FileType.File:
-            continue
-        rel = i.path[len(root.rstrip("/")) + 1:]
-        parts = rel.split("/")
-        if len(parts) != 2 or parts[0].startswith(("_", ".")):
-            continue
-        column, name = parts
-        if name.startswith("."):
-            temps.append(to_uri(vectors_root, root, i.path))
-            continue
-        parsed = parse_name(name)
-        if parsed:
-            files.append(VectorFile(column, parsed[0], parsed[1], to_uri(vectors_root, root, i.path)))
+    for column in columns:
+        folder = f"{base}/{column}/"
+        for name in storage.list_names(folder[:-1]):
+            if name.startswith("."):
+                temps.append(folder + name)
+                continue
+            parsed = names.get(name, ())
+            if parsed == ():
+                parsed = names[name] = parse_name(name)
+            if parsed:
+                files.append(VectorFile(column, parsed[0], parsed[1], folder + name))
     return files, temps
 
 

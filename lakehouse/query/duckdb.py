@@ -150,16 +150,20 @@ def tagged_sql(split: Split) -> str:
             f"coalesce({in_split_sql(split)}, FALSE) AS {IN_VIEW}, FALSE AS {IN_ARCHIVE} FROM {live}")
 
 
-def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = None) -> None:
+def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = None,
+                   names: set[str] | None = None) -> None:
     """One view per table: on the tables' current snapshots (live read first), or on the
-    versions ``as_of`` pinned (then only those)."""
+    versions ``as_of`` pinned (then only those). ``names``: only the tables (and the watermarks
+    view) of these names, those a statement mentions (a new connection holds no other view)."""
     from lakehouse.query.split import current
-    from lakehouse.stream.engine import watermarks
+    from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
 
     if as_of is not None:
         register_splits(con, list(as_of.splits), None)
         return
-    register_splits(con, [current(t) for t in tables], watermarks(tables))
+    chosen = [t for t in tables if names is None or t.name.lower() in names]
+    marks = watermarks(tables) if names is None or WATERMARK_VIEW in names else None
+    register_splits(con, [current(t) for t in chosen], marks)
 
 
 def register_splits(con: Any, splits: list[Split], watermarks: pa.Table | None) -> None:
@@ -242,8 +246,9 @@ def run(tables: list[TableSource], sql: str, con: Any | None = None, as_of: AsOf
     checked = guard.check(sql)
     if checked.kind == "describe":
         return describe(tables, checked.tree)
+    fresh = con is None
     con = con or connect()
-    register_views(con, tables, as_of)
+    register_views(con, tables, as_of, guard.names_read(checked) if fresh else None)
     sandbox(con, tables)
     return run_on_views(con, tables, sql, checked)
 

@@ -280,3 +280,13 @@ def tables_read(checked: Checked) -> set[str]:
     except SqlglotError:  # a shape scopes do not cover: every table name (may include a CTE's)
         found = list(tree.find_all(exp.Table))
     return {t.name.lower() for t in found if isinstance(t.this, exp.Identifier) and t.name}
+
+
+def names_read(checked: Checked) -> set[str] | None:
+    """Every (lower-case) table name a checked statement mentions, CTE names and all: what an
+    engine must register for it (a superset of ``tables_read``); None for SHOW, which lists
+    the catalog (every view)."""
+    tree = checked.tree
+    if tree is None:
+        return None
+    return {t.name.lower() for t in tree.find_all(exp.Table) if t.name}

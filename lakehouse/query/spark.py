@@ -13,6 +13,7 @@ the user's text, not sqlglot's regeneration of it: regeneration is lossy (sqlglo
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -108,19 +109,24 @@ def current(spark: SparkSession, t: TableSource) -> Split:
     return Split(t, live, current_snapshot(t.paths.archive))
 
 
-def register_views(spark: SparkSession, tables: list[TableSource], as_of: AsOf | None = None) -> None:
+def register_views(spark: SparkSession, tables: list[TableSource], as_of: AsOf | None = None,
+                   names: set[str] | None = None) -> set[str]:
     """(Re)create one temporary split view per table: on the tables' current snapshots, or on
     the versions ``as_of`` pinned (then only those: other tables' views are dropped, so nothing
-    can read a view left by an earlier query)."""
+    can read a view left by an earlier query). ``names``: only the tables (and the watermarks
+    view) of these names, those a statement mentions. Returns the names of the views created."""
     from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
 
     if as_of is None:
-        register_splits(spark, [current(spark, t) for t in tables], watermarks(tables))
-        return
+        chosen = [t for t in tables if names is None or t.name.lower() in names]
+        marks = watermarks(tables) if names is None or WATERMARK_VIEW in names else None
+        register_splits(spark, [current(spark, t) for t in chosen], marks)
+        return {t.name.lower() for t in chosen} | ({WATERMARK_VIEW} if marks is not None else set())
     pinned = {s.name for s in as_of.splits}
     for name in [t.name for t in tables if t.name not in pinned] + [WATERMARK_VIEW]:
         spark.catalog.dropTempView(name)
     register_splits(spark, list(as_of.splits), None)
+    return {s.name.lower() for s in as_of.splits}
 
 
 def register_splits(spark: SparkSession, splits: list[Split], watermarks: pa.Table | None) -> None:
@@ -139,24 +145,43 @@ def register_splits(spark: SparkSession, splits: list[Split], watermarks: pa.Tab
 
 def run(spark: SparkSession, tables: list[TableSource], sql: str, as_of: AsOf | None = None) -> pa.Table:
     """Run one read-only Spark SQL statement (on the moment ``as_of`` pinned); the result as Arrow."""
+    from lakehouse.stream.engine import WATERMARK_VIEW
+
     checked = guard.check(sql)
-    try:
-        register_views(spark, tables, as_of)
-    except QueryError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
-        raise QueryError(f"spark: {first_line(e)}") from None
-    return run_on_views(spark, sql, checked)
+    names = guard.names_read(checked)
+
+    def register(wanted: set[str] | None) -> set[str]:
+        try:
+            return register_views(spark, tables, as_of, wanted)
+        except QueryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
+            raise QueryError(f"spark: {first_line(e)}") from None
+
+    registered = register(names)
+    known = {t.name.lower() for t in tables} | {WATERMARK_VIEW}
+
+    def complete(tree: str) -> None:
+        """Spark's parse names a project table the guard's did not: register every view (so
+        no view of an earlier query, on older versions, can be read)."""
+        if as_of is None and names is not None and (relations(tree) & known) - registered:
+            register(None)
+
+    return run_on_views(spark, sql, checked, complete)
 
 
-def run_on_views(spark: SparkSession, sql: str, checked: guard.Checked | None = None) -> pa.Table:
-    """Run one read-only Spark SQL statement on the views registered already (``register_splits``)."""
+def run_on_views(spark: SparkSession, sql: str, checked: guard.Checked | None = None,
+                 parsed: Callable[[str], None] | None = None) -> pa.Table:
+    """Run one read-only Spark SQL statement on the views registered already (``register_splits``);
+    ``parsed`` is called with Spark's parse of it, once confirmed, before it runs."""
     checked = checked or guard.check(sql)
     try:
         tree = parsed_plan(spark, sql, checked.kind == "query")
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"spark: {first_line(e)}") from None
     confirm(tree, checked)
+    if parsed is not None:
+        parsed(tree)
     try:
         return spark.sql(sql).toArrow()
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
@@ -210,6 +235,11 @@ _PLAN_KINDS = {"show": ("Show",), "describe": ("Describe",), "explain": ("Explai
 _NODE = re.compile(r"^[\s:|+-]*'?(\w+)", re.MULTILINE)
 _RELATION = re.compile(r"'UnresolvedRelation \[(.*?)\], ")
 _TVF = re.compile(r"'UnresolvedTableValuedFunction \[(.*?)\], ")
+
+
+def relations(tree: str) -> set[str]:
+    """The (lower-case) names of the relations in Spark's parse (``parsed_plan``)."""
+    return {parts.strip("`").lower() for parts in _RELATION.findall(tree)}
 
 
 def confirm(tree: str, checked: guard.Checked) -> None:
