@@ -1,9 +1,9 @@
 """Delta tables without Spark, through delta-rs (deltalake): the one module that reads Delta's log.
 
-What a table holds and held: whether it exists, its versions and their commit timestamps, the
-SetTransactions committed at a version or by each commit, its data files (add actions), its
-history; small SQL scans with delta-rs's own engine; and the few writes lakehouse makes without
-Spark (appends to its small bookkeeping tables, VACUUM).
+What a table holds and held: whether it exists, its versions and commit timestamps, the
+SetTransactions committed at a version or by each commit, its data files, its history; small SQL
+scans with delta-rs's own engine (read handles kept per thread: ``_reading``); and the few writes
+lakehouse makes without Spark.
 
 Data is never read through ``DeltaTable.to_pyarrow_dataset()``: a pyarrow dataset scan over
 delta-rs's filesystem leaves threads behind that abort the interpreter at exit ("terminate
@@ -12,11 +12,13 @@ called without an active exception", delta-io/delta-rs#2184) in about half of al
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import random
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -55,14 +57,49 @@ def exists(path: str) -> bool:
     return bool(DeltaTable.is_deltatable(path, storage_options=storage_options(path)))
 
 
-def open_table(path: str, version: int | None = None, without_files: bool = False) -> DeltaTable:
-    """A delta-rs handle on a Delta table, at its latest or a given version."""
+def open_table(path: str, version: int | None = None) -> DeltaTable:
+    """A new delta-rs handle on a Delta table, at its latest or a given version."""
     from deltalake import DeltaTable
 
-    opts = storage_options(path)
-    if version is None:
-        return DeltaTable(path, without_files=without_files, storage_options=opts)
-    return DeltaTable(path, version=version, without_files=without_files, storage_options=opts)
+    return DeltaTable(path, version=version, storage_options=storage_options(path))
+
+
+_HANDLES, HANDLES = threading.local(), 16  # each thread keeps its 16 read handles used last
+
+
+def _reading(path: str, version: int | None = None) -> DeltaTable:
+    """A handle to read at once (never to write with, never kept by a caller): on a local table
+    the thread's handle of ``path`` (at ``version``, or brought to the latest by applying only
+    the newer commits), while the commit file of its version is still the one it was opened on
+    (a table made anew under the same path is opened anew); else a new handle."""
+    if not is_local(path):
+        return open_table(path, version)
+    kept = _HANDLES.__dict__.setdefault("kept", {})
+    table, stamp = kept.pop((path, version), (None, None))
+    try:  # a newer commit that cannot be applied (its file cleaned up meanwhile): a new handle
+        if table is None or stamp is None or stamp != _stamp(path, table.version()):
+            raise LookupError(path)  # none kept, or the table was made anew
+        if version is None:
+            table.update_incremental()
+    except Exception:  # noqa: BLE001
+        table = open_table(path, version)
+    kept[(path, version)] = (table, _stamp(path, table.version()))  # the last used at the end
+    while len(kept) > HANDLES:
+        del kept[next(iter(kept))]
+    return table
+
+
+def _stamp(path: str, version: int) -> tuple[int, int] | None:
+    """Size and modification time of a local table's commit file of ``version``."""
+    with contextlib.suppress(OSError):
+        st = os.stat(os.path.join(path, "_delta_log", f"{version:020d}.json"))
+        return st.st_size, st.st_mtime_ns
+    return None
+
+
+def forget_handles() -> None:
+    """Drop this thread's read handles: its next reads open the logs anew, as a new process's."""
+    _HANDLES.__dict__.pop("kept", None)
 
 
 def storage_options(path: str) -> dict[str, str] | None:
@@ -74,21 +111,19 @@ def version(path: str) -> int | None:
     """The latest version of a Delta table (None when there is no table)."""
     if not exists(path):
         return None
-    return int(open_table(path, without_files=True).version())
+    return int(_reading(path).version())
 
 
 def column_names(path: str) -> set[str]:
     """The columns of a Delta table's current schema."""
-    return {f.name for f in open_table(path, without_files=True).schema().fields}
+    return {f.name for f in _reading(path).schema().fields}
 
 
 def txn_version(path: str, app_id: str, version: int | None = None) -> int | None:
     """The SetTransaction version of ``app_id`` in a Delta table, at its latest or a given
     version (None when the table or the app id's transaction is absent)."""
-    if not exists(path):
-        return None
-    v = open_table(path, version, without_files=True).transaction_version(app_id)
-    return None if v is None else int(v)
+    found = snapshot(path, app_id, version)
+    return None if found is None else found.txn
 
 
 @dataclass(frozen=True)
@@ -104,12 +139,10 @@ def snapshot(path: str, app_id: str, version: int | None = None) -> Snapshot | N
     there; None when there is no table."""
     if not exists(path):
         return None
-    table = open_table(path, version, without_files=True)
+    table = _reading(path, version)
     v = table.transaction_version(app_id)
     return Snapshot(int(table.version()), None if v is None else int(v))
 
-
-# -- versions and commits -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Commit:
@@ -185,17 +218,15 @@ def txn_commits(path: str, app_id: str, found: list[Commit] | None = None) -> li
 
 def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
     """The commit infos of a Delta table, newest first (the latest ``limit``)."""
-    return list(open_table(path, without_files=True).history(limit))
+    return list(_reading(path).history(limit))
 
-
-# -- data files ---------------------------------------------------------------------------------
 
 def add_actions(path: str, version: int | None = None) -> pa.Table:
     """The data files of a Delta table at its latest or a given version: one row per file with
     ``path``, ``size_bytes``, ``num_records`` and ``partition.<column>`` (flattened)."""
     import pyarrow as pa
 
-    return pa.table(open_table(path, version).get_add_actions(flatten=True))
+    return pa.table(_reading(path, version).get_add_actions(flatten=True))
 
 
 def file_uri(table_path: str, file_path: str) -> str:
@@ -246,14 +277,12 @@ def row_count(path: str) -> int:
     return int(sum(counts))
 
 
-# -- small reads and writes without Spark -------------------------------------------------------
-
 def scan(path: str, sql: str = "SELECT * FROM t", version: int | None = None) -> pa.Table:
     """Run SQL over one Delta table, registered as ``t``, with delta-rs's own engine."""
     import pyarrow as pa
     from deltalake import QueryBuilder
 
-    return pa.table(QueryBuilder().register("t", open_table(path, version)).execute(sql).read_all())
+    return pa.table(QueryBuilder().register("t", _reading(path, version)).execute(sql).read_all())
 
 
 def append_records(path: str, table: pa.Table, attempts: int = 10, txn: tuple[str, int] | None = None,

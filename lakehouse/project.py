@@ -240,14 +240,14 @@ class Lakehouse:
         d = self.definition(table)
         return lookup(d, self.paths(table), day, parse_where(d, where))
 
-    def lookups(self, table: str, max_days: int = 366) -> Lookups:
+    def lookups(self, table: str, max_runs: int = 2_000_000) -> Lookups:
         """A reader for many lookups in ``table``'s archive, pinned to the committed cutoff (its
         ``lookup(day, where)``: ``where`` typed values by sort column or ``C=V`` items; its
-        ``refresh()`` moves to the latest cutoff). It keeps the runs of the ``max_days`` days
-        used last, so a lookup after the first of a day is a binary search alone (no Spark)."""
+        ``refresh()`` moves to the latest cutoff). It keeps the runs of the days used last, up
+        to ``max_runs`` runs, so a lookup after a day's first is a binary search alone (no Spark)."""
         from lakehouse.archive.reader import Lookups
 
-        return Lookups(self.definition(table), self.paths(table), max_days)
+        return Lookups(self.definition(table), self.paths(table), max_runs)
 
     def verify(self, table: str | None = None) -> list[Check]:
         """Checks on both engines, compared (see lakehouse.audit.verify); with ``table``, that

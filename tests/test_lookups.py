@@ -51,7 +51,7 @@ def test_the_reader_answers_as_the_one_shot_lookup_on_every_day_and_key(project)
     rng = random.Random(11)
     p.lh.load("trips", [p.csv("a.csv", HEADER, _rows(rng, 400, "a"))])
     c1 = p.lh.archive("trips", now=ts("2026-11-20T00:00:00Z")).plan.cutoff
-    reader = p.lh.lookups("trips", max_days=1)  # days evicted and read again on the way
+    reader = p.lh.lookups("trips", max_runs=1)  # days evicted and read again on the way
     assert reader.cutoff == c1
     checked = 0
     for q in _queries(rng):
@@ -68,6 +68,18 @@ def test_the_reader_answers_as_the_one_shot_lookup_on_every_day_and_key(project)
     assert reader.lookup("2026-11-17", {"city_id": "7"}).range == p.lh.lookup("trips", DAYS[0], ["city_id=7"]).range
     assert reader.lookup(dt.datetime(2026, 11, 18, 5, tzinfo=dt.timezone.utc), {"city_id": None}).range == \
         p.lh.lookup("trips", DAYS[1], ["city_id=NULL"]).range
+    # a datetime's UTC day (23:00 on the 17th at -05:00 is the 18th in UTC); NULL as on the command line;
+    # NumPy scalars (a float32 NaN finds the NaN run as Python's NaN does)
+    import numpy as np
+
+    eastern = dt.timezone(dt.timedelta(hours=-5))
+    assert reader.lookup(dt.datetime(2026, 11, 17, 23, tzinfo=eastern), {"city_id": "NULL"}).range == \
+        p.lh.lookup("trips", DAYS[1], ["city_id=NULL"]).range
+    nan = p.lh.lookup("trips", DAYS[0], ["city_id=7", "status=1", "fx_rate=NaN"])
+    assert nan.range.count > 0
+    for value in (float("nan"), np.float32("nan"), np.float64("nan")):
+        got = reader.lookup(DAYS[0], {"city_id": np.int32(7), "status": np.int64(1), "fx_rate": value})
+        assert (got.range, got.touched) == (nan.range, nan.touched)
 
 
 @pytest.mark.spark
@@ -107,10 +119,14 @@ def test_the_reader_stays_on_its_cutoff_until_refreshed(project, spark):
 @pytest.mark.spark
 def test_the_reader_refuses_bad_where_in_one_line(project):
     p = project.table(TRIPS_SMALL).create("trips")
+    early = p.lh.lookups("trips")  # opened before the first run
     with pytest.raises(LakehouseError, match="nothing is archived yet"):
-        p.lh.lookups("trips").lookup(DAYS[0], ["city_id=1"])
+        early.lookup(DAYS[0], ["city_id=1"])
+    with pytest.raises(LakehouseError, match="max_runs 0 must be 1 or more"):
+        p.lh.lookups("trips", max_runs=0)
     p.lh.load("trips", [p.csv("a.csv", HEADER, [["a", 1, 0, 1.0, 1.0, "2026-11-18T01:00:00Z"]])])
     p.lh.archive("trips", now=ts("2026-11-20T00:00:00Z"))
+    assert early.lookup(DAYS[1], ["city_id=1"]).range.count == 1  # it reads the first cutoff then
     reader = p.lh.lookups("trips")
     cases = [
         ({"status": 0}, "must cover a prefix of the sort columns"),
@@ -119,6 +135,9 @@ def test_the_reader_refuses_bad_where_in_one_line(project):
         ({"city_id": b"\x01"}, "does not compare with its column's values"),
         (["city_id"], "expected COLUMN=VALUE"),
     ]
+    from decimal import Decimal
+
+    cases.append(({"city_id": 1, "status": 0, "fx_rate": Decimal("NaN")}, "does not compare"))
     for where, message in cases:
         with pytest.raises(LakehouseError, match=message) as e:
             reader.lookup(DAYS[1], where)  # type: ignore[arg-type]

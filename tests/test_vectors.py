@@ -384,8 +384,18 @@ def test_list_files_finds_files_and_temp_leftovers(tmp_path: Path):
     (root / "status" / "deeper").mkdir()
     (root / "status" / "deeper" / "20261120-1").write_bytes(b"x")  # too deep
     (root / "empty_column").mkdir()
+    (root / "city_id" / ".hidden_folder").mkdir()  # a folder is never a leftover file to delete
+    (root / "city_id" / "20261121-100").mkdir()  # nor a vector file, whatever its name
+    (root / "_id").mkdir()  # a column may start with "_"
+    (root / "_id" / "20261120-200").write_bytes(b"x")
+    (root / "_runs").mkdir()  # the runs' sidecars: no column
+    (root / "_runs" / "200.json").write_bytes(b"{}")
+    (root / "_runs" / "20261120-200").write_bytes(b"x")
+    (root / ".hidden_column").mkdir()
+    (root / ".hidden_column" / "20261120-200").write_bytes(b"x")
     files, temps = list_files(str(root))
     assert sorted(files, key=lambda f: (f.column, f.day, f.cutoff)) == [
+        VectorFile("_id", D2, 200, str(root / "_id" / "20261120-200")),
         VectorFile("city_id", D1, 100, str(root / "city_id" / "20261119-100")),
         VectorFile("city_id", D2, 100, str(root / "city_id" / "20261120-100")),
         VectorFile("city_id", D2, 200, str(root / "city_id" / "20261120-200")),
@@ -400,7 +410,9 @@ def test_list_files_finds_files_and_temp_leftovers(tmp_path: Path):
     assert delete(junk + temps, str(root)) == 3
     assert delete(junk, str(root)) == 0  # already gone: not an error
     files, temps = list_files(str(root))
-    assert len(files) == 3 and temps == []
+    assert len(files) == 4 and temps == []
+    assert list_files(str(root), ["_id", "status"])[0] == [VectorFile("_id", D2, 200, str(root / "_id" / "20261120-200")),
+                                                         VectorFile("status", D2, 200, str(root / "status" / "20261120-200"))]
 
 
 def test_list_files_with_a_trailing_slash_and_a_file_uri(tmp_path: Path):

@@ -33,9 +33,9 @@ class DayVector:
 
 
 def as_day(day: Any) -> dt.date:
-    """A UTC day given as a date, a datetime (its date) or ISO text."""
+    """A UTC day given as a date, a datetime (its UTC date; naive: taken as UTC) or ISO text."""
     if isinstance(day, dt.datetime):
-        return day.date()
+        return (day.astimezone(dt.timezone.utc) if day.tzinfo else day).date()
     if isinstance(day, dt.date):
         return day
     if isinstance(day, str):
@@ -311,17 +311,21 @@ class Lookups:
     """Many lookups in one table's archive, on the vector files of the committed cutoff read
     when opened (``refresh`` moves to the latest one), as a reader pinned to a snapshot answers.
 
-    Each day's sort-column runs are read once and kept as Python values (the ``max_days`` used
-    last), so a lookup is the binary search alone: microseconds, where ``lookup`` reads the
+    Each day's sort-column runs are read once (a column when a lookup first needs it) and kept
+    as Python values, those of the days used last up to ``max_runs`` runs in all (about 60 bytes
+    a run), so a lookup is the binary search alone: microseconds, where ``lookup`` reads the
     archive's log and the day's vector files on every call. A day first read after a later run
-    removed its files moves the reader to the latest cutoff (each answer names its cutoff).
-    One reader is not for several threads at once."""
+    removed its files moves the reader to the latest cutoff (each answer names its cutoff); so
+    does any read while nothing was archived when it opened. One reader is not for several
+    threads at once."""
 
-    def __init__(self, definition: TableDefinition, paths: TablePaths, max_days: int = 366) -> None:
+    def __init__(self, definition: TableDefinition, paths: TablePaths, max_runs: int = 2_000_000) -> None:
         if not definition.archive.sort_columns:
             raise LakehouseError(f"{definition.name} has no sort columns to look up")
-        self.definition, self.paths, self.max_days = definition, paths, max_days
-        self._days: OrderedDict[dt.date, tuple[list[rle.RunColumn], tuple[str, ...]]] = OrderedDict()
+        if max_runs < 1:
+            raise LakehouseError(f"lookups: max_runs {max_runs} must be 1 or more")
+        self.definition, self.paths, self.max_runs = definition, paths, max_runs
+        self._days: OrderedDict[dt.date, dict[str, tuple[rle.RunColumn, str]]] = OrderedDict()
         self.cutoff: int | None = None
         self._selection: dict[tuple[str, dt.date], vectors.VectorFile] = {}
         self.refresh()
@@ -330,59 +334,66 @@ class Lookups:
         """Read the committed cutoff and choose its files again; the days kept stay when the
         cutoff has not moved. Returns the cutoff."""
         columns = list(self.definition.archive.sort_columns)
-        committed, self._selection = current_files(self.paths, columns)
+        committed, selection = current_files(self.paths, columns)
         if committed != self.cutoff:
             self._days.clear()
-        self.cutoff = committed
+        self.cutoff, self._selection = committed, selection
         return committed
 
-    def lookup(self, day: dt.date, where: dict[str, Any] | list[str]) -> LookupResult:
+    def lookup(self, day: Any, where: dict[str, Any] | list[str]) -> LookupResult:
         """The record range of ``day`` whose sort columns equal ``where``: typed values by
-        column, or ``C=V`` items as the command line takes them; a prefix of the sort columns."""
+        column (None: the null run), or ``C=V`` items as the command line takes them; a
+        prefix of the sort columns. Text values are converted as on the command line."""
         if isinstance(where, dict):
             values = prefix_values(self.definition, {c: self._typed(c, v) for c, v in where.items()})
         else:
             values = parse_where(self.definition, where)
-        runs, files = self._day(as_day(day))
-        cols = [c.fresh() for c in runs[: max(1, len(values))]]
+        columns = list(self.definition.archive.sort_columns[: max(1, len(values))])
+        runs = self._runs(as_day(day), columns)
+        cols = [runs[c][0].fresh() for c in columns]
         first = cols[0]
         total = first.acc(first.n - 1) if first.n else 0
         try:
             r = rle.lookup(cols, values, total)
-        except TypeError:  # a value of another kind than the column's (a str for a number)
-            given = ", ".join(f"{c}={v!r}" for c, v in zip(self.definition.archive.sort_columns, values))
+        except (TypeError, ArithmeticError):  # a value of another kind than the column's
+            given = ", ".join(f"{c}={v!r}" for c, v in zip(columns, values))
             raise LakehouseError(
                 f"{self.definition.name}: where {given}: a value does not compare with its column's values"
             ) from None
-        return LookupResult(r, sum(c.touched for c in cols), self.cutoff, files[: len(cols)])
+        return LookupResult(r, sum(c.touched for c in cols), self.cutoff, tuple(runs[c][1] for c in columns))
 
     def _typed(self, column: str, value: Any) -> Any:
-        """A value given as text is converted to the column's type, as on the command line."""
+        """Text as on the command line (``NULL``: the null run); a NumPy scalar as Python's."""
+        if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+            value = value.item()
         if not isinstance(value, str) or column not in self.definition.column_names:
             return value
+        if value == "NULL":
+            return None
         try:
             return converter(self.definition.column(column).type)(value)
         except BadValue as e:
             raise LakehouseError(f"where {column}={value!r}: {e}") from None
 
-    def _day(self, day: dt.date) -> tuple[list[rle.RunColumn], tuple[str, ...]]:
-        kept = self._days.get(day)
-        if kept is not None:
-            self._days.move_to_end(day)
-            return kept
-        columns = list(self.definition.archive.sort_columns)
+    def _runs(self, day: dt.date, columns: list[str]) -> dict[str, tuple[rle.RunColumn, str]]:
+        """The day's runs of ``columns`` (and any read before), all of the reader's cutoff."""
+        if self.cutoff is None:
+            self.refresh()
         for attempt in range(3):
+            kept = self._days.setdefault(day, {})
+            self._days.move_to_end(day)
+            missing = [c for c in columns if c not in kept]
             try:
-                dvs = _read_selected(
-                    self.definition, self.paths, columns, day, self.cutoff, self._selection
-                )
+                dvs = _read_selected(self.definition, self.paths, missing, day, self.cutoff, self._selection)
                 break
             except (FileNotFoundError, _Retry):
                 if attempt == 2:
                     raise _kept_changing(self.definition, day) from None
                 self.refresh()
-        kept = ([rle.RunColumn(dv.table, materialize=True) for dv in dvs], tuple(dv.file for dv in dvs))
-        self._days[day] = kept
-        while len(self._days) > self.max_days:
-            self._days.popitem(last=False)
+        for dv in dvs:
+            kept[dv.column] = (rle.RunColumn(dv.table, materialize=True), dv.file)
+        total = sum(c.n for runs in self._days.values() for c, _ in runs.values())
+        while total > self.max_runs and len(self._days) > 1:
+            _, gone = self._days.popitem(last=False)
+            total -= sum(c.n for c, _ in gone.values())
         return kept

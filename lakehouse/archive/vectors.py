@@ -163,13 +163,13 @@ def list_files(vectors_root: str, columns: Iterable[str] | None = None) -> tuple
     """All vector files under ``vectors/`` (or only those of ``columns``), and temporary
     leftovers (paths). Each distinct name is parsed once (a day's name repeats in every column)."""
     base = vectors_root.rstrip("/")
-    if columns is None:  # a column's folder; a file there or in it lists as a folder of nothing
-        columns = [c for c in storage.list_names(vectors_root) if not c.startswith(("_", "."))]
+    if columns is None:  # every column's folder (a column may start with "_"; RUNS_FOLDER is none)
+        columns = [c for c in storage.list_names(vectors_root) if c != RUNS_FOLDER and not c.startswith(".")]
     names: dict[str, tuple[dt.date, int] | None] = {}
     files, temps = [], []
     for column in columns:
         folder = f"{base}/{column}/"
-        for name in storage.list_names(folder[:-1]):
+        for name in storage.list_names(folder[:-1], files_only=True):
             if name.startswith("."):
                 temps.append(folder + name)
                 continue

@@ -283,10 +283,10 @@ def tables_read(checked: Checked) -> set[str]:
 
 
 def names_read(checked: Checked) -> set[str] | None:
-    """Every (lower-case) table name a checked statement mentions, CTE names and all: what an
-    engine must register for it (a superset of ``tables_read``); None for SHOW, which lists
-    the catalog (every view)."""
+    """Every (lower-case) table name a checked query mentions, CTE names and all: what an
+    engine must register for it (a superset of ``tables_read``); None (every view) for SHOW,
+    DESCRIBE and EXPLAIN, whose targets Spark's parse does not show as relations."""
     tree = checked.tree
-    if tree is None:
+    if tree is None or checked.kind != "query":
         return None
     return {t.name.lower() for t in tree.find_all(exp.Table) if t.name}

@@ -185,16 +185,17 @@ def read_json(path: str) -> Any:
     return json.loads(read_bytes(path))
 
 
-def list_names(folder: str) -> list[str]:
-    """The names of the entries of a folder, sorted ([] when the folder does not exist)."""
+def list_names(folder: str, files_only: bool = False) -> list[str]:
+    """The names of a folder's entries (``files_only``: its files), sorted ([] without the folder)."""
     if is_local(folder):
         try:
-            return sorted(os.listdir(folder))
+            with os.scandir(folder) as entries:
+                return sorted(e.name for e in entries if not files_only or e.is_file())
         except (FileNotFoundError, NotADirectoryError):
             return []
     fs, p = filesystem(folder)
     infos = fs.get_file_info(pafs.FileSelector(p, recursive=False, allow_not_found=True))
-    return sorted(i.base_name for i in infos)
+    return sorted(i.base_name for i in infos if not files_only or i.type == pafs.FileType.File)
 
 
 def list_files(folder: str) -> list[str]:
