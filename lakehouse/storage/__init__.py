@@ -71,9 +71,8 @@ def file_info(path: str) -> FileInfo | None:
 
 
 def list_file_infos(folder: str) -> list[FileInfo]:
-    """The files directly in an object-store folder (a prefix), with sizes and times, by name.
-    An empty or absent prefix has none; a missing bucket raises FileNotFoundError naming it.
-    (A local folder's listing, links and all, is its reader's: ``os.scandir``.)"""
+    """The files directly in an object-store folder (a prefix), with sizes and times, by name; none for
+    an empty or absent prefix, FileNotFoundError for a missing bucket (a local folder: ``os.scandir``)."""
     fs, p = filesystem(folder)
     if is_s3(folder):
         bucket = p.split("/", 1)[0]
