@@ -67,6 +67,12 @@ def open_table(path: str, version: int | None = None) -> DeltaTable:
 _HANDLES, HANDLES = threading.local(), 16  # each thread keeps its 16 read handles used last
 
 
+def metadata(path: str) -> tuple[int, Any, Any]:
+    """(version, schema, metadata) of a Delta table's latest version, as delta-rs gives them."""
+    table = _reading(path)
+    return int(table.version()), table.schema(), table.metadata()
+
+
 def _reading(path: str, version: int | None = None) -> DeltaTable:
     """A handle to read at once (never to write with, never kept by a caller): on a local table
     the thread's handle of ``path`` (at ``version``, or brought to the latest by applying only
@@ -76,8 +82,11 @@ def _reading(path: str, version: int | None = None) -> DeltaTable:
         return open_table(path, version)
     kept = _HANDLES.__dict__.setdefault("kept", {})
     table, stamp = kept.pop((path, version), (None, None))
+    if table is None and version is not None and (path, None) in kept:  # the latest's, if at that version
+        table, stamp = kept[(path, None)]
     try:  # a newer commit that cannot be applied (its file cleaned up meanwhile): a new handle
-        if table is None or stamp is None or stamp != _stamp(path, table.version()):
+        if table is None or stamp is None or stamp != _stamp(path, table.version()) or \
+                version not in (None, table.version()):
             raise LookupError(path)  # none kept, or the table was made anew
         if version is None:
             table.update_incremental()
@@ -327,12 +336,10 @@ class NewFile:
 
 def replace_partitions(path: str, read_version: int, files: list[NewFile], column: str, values: list[str],
                        txn: tuple[str, int] | None = None, user_metadata: str | None = None) -> int:
-    """One commit, right after ``read_version``, that removes every file of the partitions
-    ``column`` IN ``values`` (as of that version) and adds ``files`` (already in the table's
-    folder), with ``txn`` = (app id, version) as a SetTransaction and ``user_metadata`` as the
-    commit's ``userMetadata``: a metadata-only commit, no data read or written. No other version
-    is tried: when another writer committed after ``read_version`` the commit is refused
-    (``StaleVersion``) and nothing changed. The version committed."""
+    """One metadata-only commit, right after ``read_version``, removing every file of the partitions
+    ``column`` IN ``values`` (as of that version) and adding ``files`` (already in the table's folder),
+    with ``txn`` = (app id, version) as a SetTransaction and ``user_metadata`` as its ``userMetadata``.
+    No other version is tried (``StaleVersion``: another writer committed first). The version."""
     from deltalake import CommitProperties, Transaction
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
@@ -434,11 +441,9 @@ def _arrow_schema(table: DeltaTable) -> pa.Schema:
 
 
 def remove_files(path: str, read_version: int, files: list[tuple[str, int, dict[str, str | None] | None]]) -> int:
-    """One metadata-only commit, right after ``read_version``, removing ``files`` ((path as the
-    log names it, size, partition values) each) from a Delta table: their rows leave the table,
-    no data is read or written. No other version is tried: when another writer committed after
-    ``read_version`` the commit is refused (``StaleVersion``) and nothing changed. The version
-    committed."""
+    """One metadata-only commit, right after ``read_version``, removing ``files`` ((path as the log
+    names it, size, partition values) each): their rows leave the table, no data read or written.
+    No other version is tried (``StaleVersion``: another writer committed first). The version."""
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import PostCommitHookProperties, RemoveAction
@@ -475,12 +480,9 @@ def vacuum(path: str, retention_hours: int, dry_run: bool) -> list[str]:
 
 
 def drop_columns(path: str, names: set[str], partition_column: str) -> bool:
-    """One metadata-only commit that takes ``names`` out of the table's schema, everything else
-    of its metadata kept (a migration's added columns, when it is undone). Delta's SQL drops a
-    column only under column mapping (a protocol upgrade), so the commit is delta-rs's: a write
-    of no files whose overwrite matches no partition (``partition_column`` = a day before any
-    data), which replaces the schema alone. The data files keep the column; readers go by the
-    schema. False when none of ``names`` is in the schema."""
+    """One metadata-only commit taking ``names`` out of the schema, the rest of the metadata kept (a
+    migration's added columns, undone; Delta's SQL drops columns only under column mapping): a write of
+    no files whose overwrite matches no partition replaces the schema alone. False: none was in it."""
     from deltalake import Schema
 
     table = open_table(path)

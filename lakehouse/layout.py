@@ -46,9 +46,9 @@ def layout(path: str, version: int | None = None) -> Layout:
     """The data files of the Delta table at ``path`` (latest or a given version)."""
     if not delta_log.exists(path):
         return Layout(None)
-    table = delta_log.open_table(path, version)
-    actions = delta_log.add_actions(path, int(table.version()))
-    v = int(table.version())
+    v = delta_log.version(path) if version is None else version
+    assert v is not None
+    actions = delta_log.add_actions(path, v)
     if actions.num_rows == 0:
         return Layout(v)
     part = f"partition.{PARTITION_COLUMN}"

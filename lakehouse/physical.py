@@ -244,16 +244,15 @@ def describe(path: str) -> PhysicalTable | None:
     """Read a Delta table's schema, partitioning and properties; None when absent."""
     if not delta_log.exists(path):
         return None
-    dt = delta_log.open_table(path)
-    schema = json.loads(dt.schema().to_json())
-    md = dt.metadata()
+    version, schema_, md = delta_log.metadata(path)
+    schema = json.loads(schema_.to_json())
     cols = tuple(
         PhysicalColumn(f["name"], _type_name(f["type"]), bool(f.get("nullable", True)))
         for f in schema["fields"]
     )
     return PhysicalTable(
         path=path,
-        version=int(dt.version()),
+        version=version,
         columns=cols,
         partition_columns=tuple(md.partition_columns),
         properties=dict(md.configuration),

@@ -47,8 +47,13 @@ def test_reads_see_every_commit_and_open_once(tmp_path: Path, opens):
     # an explicit version is that version's, whatever came after
     assert delta_log.add_actions(path, 0).num_rows == 1 and delta_log.add_actions(path, 2).num_rows == 3
     assert delta_log.add_actions(path, 0).num_rows == 1
+    assert delta_log.add_actions(path, 5).num_rows == 6  # the latest handle, at that version
     assert opens == [(path, None), (path, 0), (path, 2)]
     assert delta_log.snapshot(path, "none") == delta_log.Snapshot(5, None)
+    write_deltalake(path, _rows(1, 99), mode="append", partition_by=["day"])
+    assert delta_log.version(path) == 6  # the shared handle moves on: version 5 is opened anew
+    assert delta_log.add_actions(path, 5).num_rows == 6 and delta_log.add_actions(path, 6).num_rows == 7
+    assert opens == [(path, None), (path, 0), (path, 2), (path, 5)]
 
 
 @pytest.mark.parametrize("versions", [1, 3, 8])

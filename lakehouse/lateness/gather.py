@@ -106,7 +106,7 @@ def rejected_late(paths: TablePaths, since_us: int | None = None) -> dict[str, i
 
     if not delta_log.exists(paths.rejects):
         raise TableNotFound(f"table {paths.name!r} has no rejects table; run `lakehouse migrate`")
-    if "producer" not in {f.name for f in delta_log.open_table(paths.rejects).schema().fields}:
+    if "producer" not in delta_log.column_names(paths.rejects):
         return {}  # a rejects table older than streams: no row was rejected late
     when = "" if since_us is None else f" AND at >= to_timestamp_micros({int(since_us)})"
     t = delta_log.scan(paths.rejects, "SELECT coalesce(producer, source) AS producer, count(*) AS n FROM t "
