@@ -212,7 +212,7 @@ def bench_incremental_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: 
 @bench.command("query")
 @click.option("--rows", type=int, default=3_000_000, show_default=True)
 @click.option("--days", type=int, default=10, show_default=True, help="Days of rows; all but the last archived.")
-@click.option("--lookups", type=int, default=20, show_default=True, help="Calls per timed lookup run.")
+@click.option("--lookups", type=int, default=200, show_default=True, help="Calls per timed lookup run.")
 @sampling_options(repeats=5)
 @plot_option("each query's sides and the lookup against the DuckDB scan")
 @format_option()
