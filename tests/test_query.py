@@ -183,6 +183,8 @@ def test_guard_refuses_a_write_behind_a_query_or_explain(sql, construct):
     ("SELECT * FROM (FROM trips SELECT TRANSFORM(trip_id) USING 'sh')", "TRANSFORM ... USING"),
     ("SELECT * FROM IDENTIFIER('parquet.`/etc`')", "table function identifier()"),
     ("DESCRIBE HISTORY delta.`/x`", "path-qualified table delta.`/x`"),
+    ("DESCRIBE IDENTIFIER('delta.`/x`')", "DESCRIBE IDENTIFIER ('delta.`/x`')"),
+    ("desc table identifier('trips')", "DESCRIBE identifier ('trips')"),
     ("SHOW TBLPROPERTIES delta.`/x`", "SHOW TBLPROPERTIES delta.`/x`"),
 ])
 def test_guard_refuses_nested_and_disguised_writes(sql, construct):
@@ -655,7 +657,7 @@ def test_a_query_registers_only_the_tables_it_names_and_always_reads_them_fresh(
     ("SELECT * FROM (TABLE clicks)", {"table"}),  # sqlglot's misreading: Spark's parse names clicks
     ("SELECT (SELECT max(k) FROM `clicks`) FROM trips WHERE k IN (SELECT k FROM lakehouse_watermarks)",
      {"trips", "clicks", "lakehouse_watermarks"}),
-    ("DESCRIBE trips", None), ("DESCRIBE IDENTIFIER('trips')", None), ("EXPLAIN SELECT * FROM (TABLE clicks)", None),
+    ("DESCRIBE trips", None), ("DESC TABLE EXTENDED trips", None), ("EXPLAIN SELECT * FROM (TABLE clicks)", None),
     ("SHOW TABLES", None),
 ])
 def test_a_query_names_its_tables_and_anything_else_every_view(sql, names):

@@ -194,7 +194,11 @@ def _check_statement(root: exp.Expression) -> Checked:
             return _check_show(_command_rest(root))
         raise refuse(statement_name(root))
     if isinstance(root, exp.Describe):
-        _walk(root.this)
+        target = root.this
+        if isinstance(target, exp.Schema) and any(isinstance(e, exp.Literal) for e in target.expressions):
+            raise refuse(f"DESCRIBE {target.sql('spark')}",  # IDENTIFIER('...'): a name Spark resolves later
+                         "DESCRIBE takes a table's plain name")
+        _walk(target)
         return Checked("describe", root)
     if not isinstance(root, _QUERIES):
         raise refuse(statement_name(root))
