@@ -54,6 +54,9 @@ def test_reads_see_every_commit_and_open_once(tmp_path: Path, opens):
     assert delta_log.version(path) == 6  # the shared handle moves on: version 5 is opened anew
     assert delta_log.add_actions(path, 5).num_rows == 6 and delta_log.add_actions(path, 6).num_rows == 7
     assert opens == [(path, None), (path, 0), (path, 2), (path, 5)]
+    delta_log.forget_handles()  # as a new process: every read opens anew
+    assert delta_log.version(path) == 6 and delta_log.add_actions(path, 0).num_rows == 1
+    assert opens[4:] == [(path, None), (path, 0)]
 
 
 @pytest.mark.parametrize("versions", [1, 3, 8])
