@@ -246,14 +246,17 @@ def parse_where(definition: TableDefinition, items: list[str]) -> list[Any]:
             )
         if name in given:
             raise LakehouseError(f"--where: column {name} given twice")
-        if raw == "NULL":
-            given[name] = None
-            continue
         try:
-            given[name] = converter(definition.column(name).type)(raw)
+            given[name] = from_text(definition, name, raw)
         except BadValue as e:
             raise LakehouseError(f"--where {item!r}: {e}") from None
     return prefix_values(definition, given)
+
+
+def from_text(definition: TableDefinition, column: str, raw: str) -> Any:
+    """A sort column's value given as text, as the command line takes it (``NULL``: the null
+    run); BadValue when it is not one of the column's type."""
+    return None if raw == "NULL" else converter(definition.column(column).type)(raw)
 
 
 def prefix_values(definition: TableDefinition, given: dict[str, Any]) -> list[Any]:
@@ -298,13 +301,23 @@ def lookup(
     if not sort:
         raise LakehouseError(f"{definition.name} has no sort columns to look up")
     dvs = read_columns(definition, paths, list(sort[: max(1, len(values))]), day)
-    cols = [rle.RunColumn(dv.table) for dv in dvs]
+    return _search(definition, [rle.RunColumn(dv.table) for dv in dvs], values, dvs[0].committed,
+                   tuple(dv.file for dv in dvs))
+
+
+def _search(definition: TableDefinition, cols: list[rle.RunColumn], values: list[Any],
+            cutoff: int | None, files: tuple[str, ...]) -> LookupResult:
+    """The binary search over the runs of the first sort columns, as a LookupResult."""
     first = cols[0]
     total = first.acc(first.n - 1) if first.n else 0
-    r = rle.lookup(cols, values, total)
-    return LookupResult(
-        r, sum(c.touched for c in cols), dvs[0].committed, tuple(dv.file for dv in dvs)
-    )
+    try:
+        r = rle.lookup(cols, values, total)
+    except (TypeError, ArithmeticError):  # a value of another kind than the column's
+        given = ", ".join(f"{c}={v!r}" for c, v in zip(definition.archive.sort_columns, values))
+        raise LakehouseError(
+            f"{definition.name}: where {given}: a value does not compare with its column's values"
+        ) from None
+    return LookupResult(r, sum(c.touched for c in cols), cutoff, files)
 
 
 class Lookups:
@@ -350,17 +363,8 @@ class Lookups:
             values = parse_where(self.definition, where)
         columns = list(self.definition.archive.sort_columns[: max(1, len(values))])
         runs = self._runs(as_day(day), columns)
-        cols = [runs[c][0].fresh() for c in columns]
-        first = cols[0]
-        total = first.acc(first.n - 1) if first.n else 0
-        try:
-            r = rle.lookup(cols, values, total)
-        except (TypeError, ArithmeticError):  # a value of another kind than the column's
-            given = ", ".join(f"{c}={v!r}" for c, v in zip(columns, values))
-            raise LakehouseError(
-                f"{self.definition.name}: where {given}: a value does not compare with its column's values"
-            ) from None
-        return LookupResult(r, sum(c.touched for c in cols), self.cutoff, tuple(runs[c][1] for c in columns))
+        return _search(self.definition, [runs[c][0].fresh() for c in columns], values, self.cutoff,
+                       tuple(runs[c][1] for c in columns))
 
     def _typed(self, column: str, value: Any) -> Any:
         """Text as on the command line (``NULL``: the null run); a NumPy scalar as Python's."""
@@ -368,10 +372,8 @@ class Lookups:
             value = value.item()
         if not isinstance(value, str) or column not in self.definition.column_names:
             return value
-        if value == "NULL":
-            return None
         try:
-            return converter(self.definition.column(column).type)(value)
+            return from_text(self.definition, column, value)
         except BadValue as e:
             raise LakehouseError(f"where {column}={value!r}: {e}") from None
 
