@@ -413,6 +413,11 @@ def test_list_files_finds_files_and_temp_leftovers(tmp_path: Path):
     assert len(files) == 4 and temps == []
     assert list_files(str(root), ["_id", "status"])[0] == [VectorFile("_id", D2, 200, str(root / "_id" / "20261120-200")),
                                                          VectorFile("status", D2, 200, str(root / "status" / "20261120-200"))]
+    # one day's files: those the whole listing has for that day, whatever else is in the folders
+    for day in (D1, D2, dt.date(2026, 11, 21), dt.date(2020, 11, 20)):
+        whole = [f for f in list_files(str(root))[0] if f.day == day]
+        assert list_files(str(root), day=day)[0] == whole
+        assert list_files(str(root), ["city_id"], day)[0] == [f for f in whole if f.column == "city_id"]
 
 
 def test_list_files_with_a_trailing_slash_and_a_file_uri(tmp_path: Path):

@@ -64,12 +64,13 @@ def current_encoding(definition: TableDefinition) -> vectors.Encoding:
 
 
 def current_files(
-    paths: TablePaths, columns: list[str] | None = None
+    paths: TablePaths, columns: list[str] | None = None, day: dt.date | None = None
 ) -> tuple[int | None, dict[tuple[str, dt.date], vectors.VectorFile]]:
     """The committed cutoff, read first, and per (column, day) the vector file of the day's run
-    for exactly that cutoff (a run committing meanwhile wrote larger cutoffs: not chosen)."""
+    for exactly that cutoff (a run committing meanwhile wrote larger cutoffs: not chosen); of
+    every day, or of one ``day``."""
     committed = committed_cutoff(paths)
-    files, _ = vectors.list_files(paths.vectors, columns)
+    files, _ = vectors.list_files(paths.vectors, columns, day)
     return committed, vectors.current(files, committed)
 
 
@@ -151,7 +152,7 @@ def read_columns(
     for c in columns:
         _check_column(definition, c)
     for attempt in range(attempts):
-        committed, selection = current_files(paths, columns)
+        committed, selection = current_files(paths, columns, day)
         try:
             return _read_selected(definition, paths, columns, day, committed, selection)
         except (FileNotFoundError, _Retry):
@@ -204,7 +205,7 @@ def _missing(
     others = [f for (c, d), f in selection.items() if d == day]
     if not others:  # the day's other columns tell which run wrote it and under which settings
         rest = [c for c in definition.column_names if c != column]
-        files, _ = vectors.list_files(paths.vectors, rest)
+        files, _ = vectors.list_files(paths.vectors, rest, day)
         others = [f for (c, d), f in vectors.current(files, committed).items() if d == day]
     if not others:
         if committed_cutoff(paths) != committed:

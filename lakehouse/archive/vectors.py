@@ -134,6 +134,7 @@ def stale_days(vectors_root: str, want: Encoding, committed: int | None,
     by_run = run_encodings(vectors_root, set(runs.values()))
     one_file = {f.day: f for f in files if runs.get(f.day) == f.cutoff}
     out: dict[dt.date, str] = {}
+    wanted, keys = want.key(), {e: e.key() for e in set(by_run.values()) if e is not None}
     for day in sorted(set(runs if days is None else days)):
         cutoff = runs.get(day)
         if cutoff is None:
@@ -149,7 +150,7 @@ def stale_days(vectors_root: str, want: Encoding, committed: int | None,
                 continue
         if enc is None:
             out[day] = "written before encodings were recorded"
-        elif enc.key() != want.key():
+        elif (keys.get(enc) or enc.key()) != wanted:
             out[day] = f"written under {enc.describe()}; the table now has {want.describe()}"
     return out
 
@@ -159,10 +160,13 @@ def to_uri(base_uri: str, base_path: str, path: str) -> str:
     return base_uri.rstrip("/") + path[len(base_path.rstrip("/")):]
 
 
-def list_files(vectors_root: str, columns: Iterable[str] | None = None) -> tuple[list[VectorFile], list[str]]:
-    """All vector files under ``vectors/`` (or only those of ``columns``), and temporary
-    leftovers (paths). Each distinct name is parsed once (a day's name repeats in every column)."""
+def list_files(vectors_root: str, columns: Iterable[str] | None = None,
+               day: dt.date | None = None) -> tuple[list[VectorFile], list[str]]:
+    """All vector files under ``vectors/`` (or only those of ``columns``, or of one ``day``), and
+    temporary leftovers (paths). Each distinct name is parsed once (a day's name repeats in every
+    column); with ``day``, only the names that start with its digits."""
     base = vectors_root.rstrip("/")
+    prefix = "" if day is None else day_digits(day) + "-"
     if columns is None:  # every column's folder (a column may start with "_"; RUNS_FOLDER is none)
         columns = [c for c in storage.list_names(vectors_root) if c != RUNS_FOLDER and not c.startswith(".")]
     names: dict[str, tuple[dt.date, int] | None] = {}
@@ -172,6 +176,8 @@ def list_files(vectors_root: str, columns: Iterable[str] | None = None) -> tuple
         for name in storage.list_names(folder[:-1], files_only=True):
             if name.startswith("."):
                 temps.append(folder + name)
+                continue
+            if not name.startswith(prefix):
                 continue
             parsed = names.get(name, ())
             if parsed == ():
