@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from lakehouse.query.dialect.infer import ChildTypes, Rule
 from lakehouse.query.dialect.macros import call, parse_duckdb
-from lakehouse.query.dialect.refuse import APPROX, UNVERIFIED, duck_refuse
+from lakehouse.query.dialect.refuse import APPROX, FnKey, duck_refuse
 from lakehouse.query.dialect.types import INTEGRAL, is_numeric
 
 
@@ -35,18 +35,19 @@ def _dayofweek(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expressio
     return exp.Add(this=exp.Paren(this=call("dayofweek", e.this)), expression=exp.Literal.number(1))
 
 
-def _anonymous(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
-    name = e.name.lower()
-    args = e.expressions
-    if name == "weekday":  # Spark: 0 = Monday .. 6 = Sunday
-        return exp.Sub(this=exp.Paren(this=call("isodow", args[0])), expression=exp.Literal.number(1))
-    if name == "pmod":
-        if c.get("expressions.0") not in INTEGRAL or c.get("expressions.1") not in INTEGRAL:
-            raise duck_refuse("pmod() of non-integral operands", "not translated")
-        return call("lh_pmod", *args)
-    if name in ("percentile_approx", "approx_percentile"):
-        raise duck_refuse(f"{name}()", APPROX)
-    raise duck_refuse(f"{name}()", UNVERIFIED)
+def _weekday(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    # Spark: 0 = Monday .. 6 = Sunday
+    return exp.Sub(this=exp.Paren(this=call("isodow", e.expressions[0])), expression=exp.Literal.number(1))
+
+
+def _pmod(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if c.get("expressions.0") not in INTEGRAL or c.get("expressions.1") not in INTEGRAL:
+        raise duck_refuse("pmod() of non-integral operands", "not translated")
+    return call("lh_pmod", *e.expressions)
+
+
+def _approximate(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    raise duck_refuse(f"{e.name.lower()}()", APPROX)
 
 
 def _quantile(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
@@ -91,12 +92,15 @@ def _date_add(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression
     return op(this=x, expression=exp.Cast(this=n, to=exp.DataType.build("INT")))
 
 
-RULES: dict[type, Rule] = {
+RULES: dict[FnKey, Rule] = {
     exp.Like: _like,
     exp.ILike: _like,
     exp.Substring: _substring,
     exp.DayOfWeek: _dayofweek,
-    exp.Anonymous: _anonymous,
+    "weekday": _weekday,
+    "pmod": _pmod,
+    "percentile_approx": _approximate,
+    "approx_percentile": _approximate,
     exp.Quantile: _quantile,
     exp.Median: _median,
     exp.IsNan: _isnan,

@@ -32,6 +32,10 @@ Rule = Callable[[exp.Expression, ChildTypes, "str | None"], "exp.Expression | No
 """A rewrite: (node, its children's types, its own type) -> its replacement for DuckDB, or None
 to keep it; raises duck_refuse when DuckDB cannot give Spark's value."""
 
+Typer = Callable[[exp.Expression, ChildTypes], "str | None"]
+"""Spark's type of a function's result from its arguments' types (a function module's own rule,
+taking precedence over ``type_of``)."""
+
 
 @dataclass
 class Scope:

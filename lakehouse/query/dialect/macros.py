@@ -49,3 +49,8 @@ def parse_duckdb(sql: str) -> exp.Expression:
     import sqlglot
 
     return sqlglot.parse_one(sql, read="duckdb")
+
+
+def sql_of(e: exp.Expression) -> str:
+    """An expression (already rewritten) as DuckDB SQL, parenthesized, to put in a template."""
+    return f"({e.sql('duckdb', identify=True)})"

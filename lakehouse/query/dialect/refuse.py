@@ -56,6 +56,16 @@ VERIFIED_FUNCTIONS: frozenset[type] = frozenset({
 exercised by tests/test_query_parity.py against real Spark. Any other function is refused."""
 
 
+FnKey = type | str
+"""A function's identity to the translator: its sqlglot class, or the lower-case name of a
+function sqlglot does not know (``exp.Anonymous``)."""
+
+
+def fn_key(e: exp.Expression) -> FnKey:
+    """``e``'s identity as a function (``FnKey``)."""
+    return e.name.lower() if isinstance(e, exp.Anonymous) else type(e)
+
+
 def duck_refuse(construct: str, why: str) -> QueryError:
     """The error that refuses ``construct`` on DuckDB, saying why and to run it on Spark."""
     return QueryError(f"duckdb: {construct} is refused: {why}; run it with --engine spark")
@@ -66,15 +76,15 @@ def spark_func_name(e: exp.Expression) -> str:
     return e.sql("spark").split("(", 1)[0].strip().lower()
 
 
-def refuse_functions(node: exp.Expression, rewritten: Collection[type]) -> None:
+def refuse_functions(node: exp.Expression, rewritten: Collection[FnKey]) -> None:
     """Raise for the first refused construct or unverified function under ``node``, top down,
-    so that the outermost function a user wrote is the one named; a function whose sqlglot
-    class is in ``rewritten`` (the translator's rewrites) passes."""
+    so that the outermost function a user wrote is the one named; a function whose key
+    (``fn_key``) is in ``rewritten`` (the translator's rewrites) passes."""
     refused = REFUSED.get(type(node))
     if refused is not None:
         what, why = refused
         raise duck_refuse(what or f"{spark_func_name(node)}()", why)
-    if (isinstance(node, exp.Func) and type(node) not in rewritten
+    if (isinstance(node, exp.Func) and fn_key(node) not in rewritten
             and type(node) not in VERIFIED_FUNCTIONS):
         raise duck_refuse(f"{spark_func_name(node)}()", UNVERIFIED)
     for child in node.iter_expressions():

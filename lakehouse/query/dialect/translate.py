@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from lakehouse.errors import QueryError
-from lakehouse.query.dialect import casts, functions, numeric
-from lakehouse.query.dialect.infer import ChildTypes, Rule, Scope, type_of
+from lakehouse.query.dialect import casts, datetimes, functions, numeric
+from lakehouse.query.dialect.infer import ChildTypes, Rule, Scope, Typer, type_of
 from lakehouse.query.dialect.names import spark_name
-from lakehouse.query.dialect.refuse import duck_refuse, refuse_functions
+from lakehouse.query.dialect.refuse import FnKey, duck_refuse, fn_key, refuse_functions
 from lakehouse.query.dialect.types import Columns, wider
 from lakehouse.query.guard import func_name
 
-REWRITES: dict[type, Rule] = {**casts.RULES, **numeric.RULES, **functions.RULES}
-"""Every rewrite by sqlglot class: DuckDB computes Spark's value once it is applied."""
+REWRITES: dict[FnKey, Rule] = {**casts.RULES, **numeric.RULES, **functions.RULES, **datetimes.RULES}
+"""Every rewrite by function (``fn_key``): DuckDB computes Spark's value once it is applied."""
+TYPES: dict[FnKey, Typer] = {**datetimes.TYPES}
+"""Spark's result type of the functions whose modules type them (the rest: ``type_of``)."""
 
 
 @dataclass(frozen=True)
@@ -187,8 +189,10 @@ class Translator:
                 for i, v in enumerate(value):
                     if isinstance(v, exp.Expression):
                         child_types[f"{key}.{i}"] = self.expr(v, scope, ctes)
-        t = type_of(e, scope, child_types)
-        rule = REWRITES.get(type(e))
+        key = fn_key(e)
+        typer = TYPES.get(key)
+        t = typer(e, child_types) if typer is not None else type_of(e, scope, child_types)
+        rule = REWRITES.get(key)
         if rule is not None:
             new = rule(e, child_types, t)
             if new is not None and new is not e:
