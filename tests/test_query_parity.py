@@ -131,10 +131,10 @@ CASES: list[tuple[str, str]] = [
     (("SELECT round(amount, 1) AS r, abs(n) AS a, floor(amount) AS f, ceil(amount) AS c, "
      "round(x) AS rx, floor(x * 2) AS fx, ceil(-x) AS cx FROM facts WHERE id <> 'f2' AND id <> 'f5' "
      "ORDER BY id"), SAME),
-    ("SELECT round(x, 1) AS r FROM facts", refused("round() of a double")),
+    ("SELECT round(x, 1) AS r FROM facts ORDER BY id", SAME),
     ("SELECT sqrt(4D) AS a, power(n, 2) AS b, x % 2 AS c, n % 3 AS e FROM facts ORDER BY id", SAME),
     ("SELECT x / 0 AS a FROM facts", BOTH_FAIL),
-    ("SELECT md5(s) AS m FROM facts", refused("md5()")),
+    ("SELECT md5(s) AS m FROM facts ORDER BY id", SAME),
     # strings
     ("SELECT s LIKE 'a\\\\_b' AS a, s LIKE 'a%' AS b, s LIKE 'a\\\\%b' AS c FROM facts ORDER BY id",
      SAME),

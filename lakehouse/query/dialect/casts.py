@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from lakehouse.query.dialect.infer import ChildTypes, Rule
 from lakehouse.query.dialect.macros import call
-from lakehouse.query.dialect.refuse import duck_refuse
+from lakehouse.query.dialect.refuse import FnKey, duck_refuse
 from lakehouse.query.dialect.types import FRACTIONAL, INTEGRAL, decimal_of, duck_type, spark_type_of
 
 _FORMAT = "DuckDB's text form differs from Spark's"
@@ -76,7 +76,7 @@ def _concat(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression |
     return out
 
 
-RULES: dict[type, Rule] = {
+RULES: dict[FnKey, Rule] = {
     exp.Cast: _cast,
     exp.TryCast: _cast,
     exp.Concat: _concat,

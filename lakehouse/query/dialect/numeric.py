@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from lakehouse.query.dialect.infer import ChildTypes, Rule
 from lakehouse.query.dialect.macros import call, parse_duckdb
-from lakehouse.query.dialect.refuse import duck_refuse
+from lakehouse.query.dialect.refuse import FnKey, duck_refuse
 from lakehouse.query.dialect.types import FRACTIONAL, INTEGRAL, as_decimal, decimal_of
 
 
@@ -71,29 +71,17 @@ def _avg(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | No
     return _decimal_of_unscaled(f"lh_avg_half_up({num}, count({x}))", p, s)
 
 
-def _round(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
-    if c.get("this") not in FRACTIONAL:
-        return None
-    digits = e.args.get("decimals")
-    if digits is not None and not (isinstance(digits, exp.Literal) and digits.name == "0"):
-        raise duck_refuse("round() of a double to decimal places",
-                          "Spark rounds the double's decimal text, DuckDB its binary value")
-    # Spark rounds through BigDecimal and never returns -0.0; adding 0.0 turns -0.0 into 0.0.
-    return exp.Add(this=e.copy(), expression=exp.Literal.number("0.0"))
-
-
 def _floor_ceil(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
     if c.get("this") in FRACTIONAL and e.args.get("decimals") is None:
         return exp.Cast(this=e.copy(), to=exp.DataType.build("BIGINT"))  # Spark: a bigint
     return None
 
 
-RULES: dict[type, Rule] = {
+RULES: dict[FnKey, Rule] = {
     exp.Div: _div,
     exp.IntDiv: _intdiv,
     exp.Mod: _mod,
     exp.Avg: _avg,
-    exp.Round: _round,
     exp.Floor: _floor_ceil,
     exp.Ceil: _floor_ceil,
 }

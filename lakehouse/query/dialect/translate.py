@@ -13,16 +13,17 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from lakehouse.errors import QueryError
-from lakehouse.query.dialect import casts, datetimes, functions, numeric
+from lakehouse.query.dialect import casts, datetimes, functions, numeric, scalars
 from lakehouse.query.dialect.infer import ChildTypes, Rule, Scope, Typer, type_of
 from lakehouse.query.dialect.names import spark_name
 from lakehouse.query.dialect.refuse import FnKey, duck_refuse, fn_key, refuse_functions
 from lakehouse.query.dialect.types import Columns, wider
 from lakehouse.query.guard import func_name
 
-REWRITES: dict[FnKey, Rule] = {**casts.RULES, **numeric.RULES, **functions.RULES, **datetimes.RULES}
+REWRITES: dict[FnKey, Rule] = {**casts.RULES, **numeric.RULES, **functions.RULES, **datetimes.RULES,
+                               **scalars.RULES}
 """Every rewrite by function (``fn_key``): DuckDB computes Spark's value once it is applied."""
-TYPES: dict[FnKey, Typer] = {**datetimes.TYPES}
+TYPES: dict[FnKey, Typer] = {**datetimes.TYPES, **scalars.TYPES}
 """Spark's result type of the functions whose modules type them (the rest: ``type_of``)."""
 
 
@@ -189,10 +190,10 @@ class Translator:
                 for i, v in enumerate(value):
                     if isinstance(v, exp.Expression):
                         child_types[f"{key}.{i}"] = self.expr(v, scope, ctes)
-        key = fn_key(e)
-        typer = TYPES.get(key)
+        fn = fn_key(e)
+        typer = TYPES.get(fn)
         t = typer(e, child_types) if typer is not None else type_of(e, scope, child_types)
-        rule = REWRITES.get(key)
+        rule = REWRITES.get(fn)
         if rule is not None:
             new = rule(e, child_types, t)
             if new is not None and new is not e:

@@ -1,0 +1,105 @@
+"""Spark's date and time functions on DuckDB: the fields of a date or timestamp (``extract``,
+``date_part``), with Spark's field names, numbering and result types.
+
+Sessions run in UTC on both engines (Spark's session time zone, DuckDB's TimeZone), so a
+timestamp's fields are its UTC fields on both.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from lakehouse.query.dialect.infer import ChildTypes, Rule, Typer
+from lakehouse.query.dialect.macros import parse_duckdb, sql_of
+from lakehouse.query.dialect.refuse import FnKey, duck_refuse
+
+_FIELDS = {
+    "YEAR": ("Y", "YEARS", "YR", "YRS"),
+    "YEAROFWEEK": (),
+    "QUARTER": ("QTR",),
+    "MONTH": ("MON", "MONS", "MONTHS"),
+    "WEEK": ("W", "WEEKS"),
+    "DAY": ("D", "DAYS"),
+    "DAYOFWEEK": ("DOW",),
+    "DAYOFWEEK_ISO": ("DOW_ISO",),
+    "DOY": (),
+    "HOUR": ("H", "HOURS", "HR", "HRS"),
+    "MINUTE": ("M", "MIN", "MINS", "MINUTES"),
+    "SECOND": ("S", "SEC", "SECONDS", "SECS"),
+}
+FIELD = {alias: name for name, aliases in _FIELDS.items() for alias in (name, *aliases)}
+"""Spark's field names (and their synonyms) -> the field."""
+_DUCK = {
+    "YEAR": "year({x})",
+    "YEAROFWEEK": "isoyear({x})",  # the ISO 8601 week-numbering year
+    "QUARTER": "quarter({x})",
+    "MONTH": "month({x})",
+    "WEEK": "weekofyear({x})",  # ISO 8601: weeks start on Monday, week 1 has the year's first Thursday
+    "DAY": "day({x})",
+    "DAYOFWEEK": "dayofweek({x}) + 1",  # Spark: 1 = Sunday .. 7 = Saturday
+    "DAYOFWEEK_ISO": "isodow({x})",  # 1 = Monday .. 7 = Sunday
+    "DOY": "dayofyear({x})",
+    "HOUR": "hour({x})",
+    "MINUTE": "minute({x})",
+}
+"""DuckDB's value of each integer field of ``x`` (a DATE or a TIMESTAMPTZ in UTC)."""
+_TIME_FIELDS = ("HOUR", "MINUTE", "SECOND")
+SECONDS = "decimal(8,6)"
+"""Spark's type of the SECOND field: the seconds with their fraction."""
+
+
+def _field(e: exp.Expression) -> tuple[str, exp.Expression]:
+    """(the field, the source) of extract(F FROM x) or date_part('F', x)."""
+    if isinstance(e, exp.Extract):
+        name, source = e.this.name, e.expression
+    else:
+        args = e.expressions
+        if len(args) != 2 or not (isinstance(args[0], exp.Literal) and args[0].is_string):
+            raise duck_refuse(f"{e.name.lower()}() with a field that is not a constant string", "not translated")
+        name, source = args[0].name, args[1]
+    field = FIELD.get(name.strip().upper())
+    if field is None:
+        raise duck_refuse(f"the field {name!r} of {_fname(e)}", "not a field Spark extracts from a date or timestamp")
+    return field, source
+
+
+def _fname(e: exp.Expression) -> str:
+    return "extract()" if isinstance(e, exp.Extract) else f"{e.name.lower()}()"
+
+
+def _source_type(e: exp.Expression, c: ChildTypes) -> str | None:
+    return c.get("expression") if isinstance(e, exp.Extract) else c.get("expressions.1")
+
+
+def _extract_type(e: exp.Expression, c: ChildTypes) -> str | None:
+    field, _ = _field(e)
+    return SECONDS if field == "SECOND" else "int"
+
+
+def _extract(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    field, source = _field(e)
+    src = _source_type(e, c)
+    if src not in ("date", "timestamp"):
+        raise duck_refuse(f"{_fname(e)} of a {src or 'value of unknown type'}",
+                          "only dates and timestamps are translated")
+    x = sql_of(source)
+    if src == "date" and field in _TIME_FIELDS:
+        x = f"CAST({x} AS TIMESTAMP)"  # midnight, as Spark casts a date to a timestamp
+    if field == "SECOND":  # DuckDB's microsecond() counts the minute's microseconds
+        return parse_duckdb(f"CAST(CAST(microsecond({x}) AS DECIMAL(8,0)) * CAST(0.000001 AS DECIMAL(7,6)) "
+                            f"AS DECIMAL(8,6))")
+    return parse_duckdb(f"CAST({_DUCK[field].format(x=x)} AS INTEGER)")
+
+
+RULES: dict[FnKey, Rule] = {
+    exp.Extract: _extract,
+    "date_part": _extract,
+    "datepart": _extract,
+}
+"""The date and time rewrites by function."""
+TYPES: dict[FnKey, Typer] = {
+    exp.Extract: _extract_type,
+    "date_part": _extract_type,
+    "datepart": _extract_type,
+}
+"""Spark's result types of the date and time functions."""

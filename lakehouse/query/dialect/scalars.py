@@ -1,0 +1,210 @@
+"""Spark's scalar functions that DuckDB computes the same way once written as a template: math
+(with Spark's NULL and NaN outside a function's domain, where DuckDB raises), strings, and
+conditionals; each with Spark's result type.
+
+A template is DuckDB SQL whose ``{this}``, ``{expression}``, ``{expressions_0}``, ... are the
+function's arguments (sqlglot's argument keys, dots as underscores), already rewritten. Every
+function here is compared with Spark by tests/test_functions_parity.py.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from lakehouse.query.dialect.infer import ChildTypes, Rule, Typer
+from lakehouse.query.dialect.macros import parse_duckdb, sql_of
+from lakehouse.query.dialect.refuse import FnKey, duck_refuse
+from lakehouse.query.dialect.types import FRACTIONAL, INTEGRAL, decimal_of, is_numeric
+
+_D = "CAST({this} AS DOUBLE)"
+_EMPTY = "substring({this}, 1, 0)"
+"""'' where the string is not NULL."""
+_NAN = "CAST('NaN' AS DOUBLE)"
+
+
+def args_of(e: exp.Expression) -> dict[str, str]:
+    """A function's arguments as DuckDB SQL by template name (``expressions.0`` -> ``expressions_0``)."""
+    out = {}
+    for key, value in e.args.items():
+        if isinstance(value, exp.Expression):
+            out[key] = sql_of(value)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                if isinstance(v, exp.Expression):
+                    out[f"{key}_{i}"] = sql_of(v)
+    return out
+
+
+def template(sql: str, *, numeric: tuple[str, ...] = ()) -> Rule:
+    """A rule that writes the function as ``sql`` (see the module doc); ``numeric``: the argument
+    keys that must be numbers (else refused: Spark would cast a string first)."""
+    def rule(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+        for k in numeric:
+            if k in c and not is_numeric(c.get(k)) and c.get(k) != "void":
+                raise duck_refuse(f"{_name(e)}() of a {c.get(k) or 'value of unknown type'}", "only numbers are translated")
+        args = args_of(e)
+        if isinstance(e, exp.Anonymous):
+            args.update({f"expressions_{i}": sql_of(a) for i, a in enumerate(e.expressions)})
+        try:
+            return parse_duckdb(sql.format(**args))
+        except KeyError as missing:
+            raise duck_refuse(f"{_name(e)}() without its argument {missing}", "not translated") from None
+    return rule
+
+
+def _name(e: exp.Expression) -> str:
+    return e.name.lower() if isinstance(e, exp.Anonymous) else e.sql("spark").split("(", 1)[0].strip().lower()
+
+
+def of(t: str) -> Typer:
+    """A result type that does not depend on the arguments."""
+    return lambda e, c: t
+
+
+def same(key: str = "this") -> Typer:
+    """The result type of the argument ``key``."""
+    return lambda e, c: c.get(key)
+
+
+def _double_domain(fn: str, bad: str, value: str = "NULL") -> str:
+    """``fn`` of a double, ``value`` (Spark's) where ``bad`` holds instead of DuckDB's error."""
+    x = _D
+    return f"CASE WHEN {bad.format(x=x)} THEN {value} ELSE {fn}({x}) END"
+
+
+def _sign(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    # Java's Math.signum: NaN stays NaN, -0.0 stays -0.0; DuckDB's sign is a TINYINT.
+    x = f"CAST({sql_of(e.this)} AS DOUBLE)"
+    return parse_duckdb(f"CASE WHEN isnan({x}) OR {x} = 0 THEN {x} WHEN {x} > 0 THEN 1.0 WHEN {x} < 0 THEN -1.0 END")
+
+
+def _log(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    # sqlglot: log10(x), log2(x), log(b, x) are all Log(this=base, expression=x).
+    base, x = e.this, e.expression
+    if x is None:  # log(x) in a dialect where it is the natural logarithm
+        x, base = base, None
+    xs = f"CAST({sql_of(x)} AS DOUBLE)"
+    if isinstance(base, exp.Literal) and base.name == "10":
+        return parse_duckdb(f"CASE WHEN {xs} <= 0 THEN NULL ELSE log10({xs}) END")
+    if base is None:
+        return parse_duckdb(f"CASE WHEN {xs} <= 0 THEN NULL ELSE ln({xs}) END")
+    # Spark: log2(x) and log(b, x) are ln(x) / ln(b), NULL where either is not positive
+    bs = f"CAST({sql_of(base)} AS DOUBLE)"
+    return parse_duckdb(f"CASE WHEN {xs} <= 0 OR {bs} <= 0 THEN NULL ELSE ln({xs}) / ln({bs}) END")
+
+
+def _round_double(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    """round(double, n) as Spark computes it: the double's decimal text rounded half up."""
+    digits = e.args.get("decimals")
+    negated = isinstance(digits, exp.Neg)
+    digits = digits.this if isinstance(digits, exp.Neg) else digits
+    n = 0 if digits is None else int(digits.name) * (-1 if negated else 1) if isinstance(digits, exp.Literal) and \
+        not digits.is_string and digits.name.isdigit() else None
+    if n is None or not -17 <= n <= 17:
+        raise duck_refuse("round() of a double to a non-constant or far number of places", "not translated")
+    x = f"CAST({sql_of(e.this)} AS DOUBLE)"
+    # |x| >= 1e17: every double there is a whole number (n >= 0 keeps it); else its shortest text
+    # (the digits Java's Double.toString gives) is exact in DECIMAL(38,20).
+    return parse_duckdb(
+        f"CASE WHEN isnan({x}) OR isinf({x}) THEN {x} WHEN abs({x}) >= 1e17 AND {n} >= 0 THEN {x} + 0.0 "
+        f"WHEN abs({x}) >= 1e37 THEN {x} + 0.0 "  # 17 digits: what is rounded off is zeros
+        f"WHEN abs({x}) >= 1e17 THEN CAST(CAST(round(CAST(CAST({x} AS VARCHAR) AS DECIMAL(38,0)), {n}) AS VARCHAR) "
+        f"AS DOUBLE) "
+        f"ELSE CAST(CAST(round(CAST(CAST({x} AS VARCHAR) AS DECIMAL(38,20)), {n}) AS VARCHAR) AS DOUBLE) END")
+
+
+def _negate(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    d = decimal_of(c.get("this"))
+    if d and d[0] > 34:  # Spark negates through a 34-digit BigDecimal: it rounds (or fails) there
+        raise duck_refuse(f"negation of a {c.get('this')}", "Spark rounds a decimal of more than 34 digits when negating")
+    if not is_numeric(c.get("this")):
+        raise duck_refuse(f"negation of a {c.get('this') or 'value of unknown type'}", "not translated")
+    return exp.Neg(this=exp.Paren(this=e.this)) if isinstance(e, exp.Negative) else None
+
+
+def _factorial(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if c.get("this") not in INTEGRAL:
+        raise duck_refuse("factorial() of a non-integer", "not translated")
+    x = sql_of(e.this)
+    # Spark's factorial takes an int: a bigint beyond it is an error
+    return parse_duckdb(f"CASE WHEN {x} NOT BETWEEN -2147483648 AND 2147483647 THEN error('[CAST_OVERFLOW] ' || "
+                        f"{x} || ' cannot be cast to INT') WHEN {x} BETWEEN 0 AND 20 THEN "
+                        f"CAST(factorial(CAST({x} AS INTEGER)) AS BIGINT) END")
+
+
+def _numeric_same(e: exp.Expression, c: ChildTypes) -> str | None:
+    return c.get("this") if is_numeric(c.get("this")) else None
+
+
+SCALARS: dict[FnKey, tuple[Rule, Typer | None]] = {
+    # math: doubles, with Spark's NaN or NULL outside the domain
+    exp.Sqrt: (template(_double_domain("sqrt", "{x} < 0", _NAN), numeric=("this",)), of("double")),
+    exp.Acos: (template(_double_domain("acos", "abs({x}) > 1", _NAN), numeric=("this",)), of("double")),
+    exp.Asin: (template(_double_domain("asin", "abs({x}) > 1", _NAN), numeric=("this",)), of("double")),
+    exp.Atan: (template(f"atan({_D})", numeric=("this",)), of("double")),
+    exp.Atan2: (template("atan2(CAST({this} AS DOUBLE), CAST({expression} AS DOUBLE))",
+                         numeric=("this", "expression")), of("double")),
+    exp.Sin: (template(_double_domain("sin", "isinf({x})", _NAN), numeric=("this",)), of("double")),
+    exp.Cos: (template(_double_domain("cos", "isinf({x})", _NAN), numeric=("this",)), of("double")),
+    exp.Tan: (template(_double_domain("tan", "isinf({x})", _NAN), numeric=("this",)), of("double")),
+    exp.Sinh: (template(f"sinh({_D})", numeric=("this",)), of("double")),
+    exp.Cosh: (template(f"cosh({_D})", numeric=("this",)), of("double")),
+    exp.Tanh: (template(f"tanh({_D})", numeric=("this",)), of("double")),
+    exp.Cbrt: (template(f"cbrt({_D})", numeric=("this",)), of("double")),
+    exp.Exp: (template(f"exp({_D})", numeric=("this",)), of("double")),
+    exp.Ln: (template(_double_domain("ln", "{x} <= 0"), numeric=("this",)), of("double")),
+    exp.Log: (_log, of("double")),
+    exp.Degrees: (template(f"degrees({_D})", numeric=("this",)), of("double")),
+    exp.Radians: (template(f"radians({_D})", numeric=("this",)), of("double")),
+    exp.Pi: (template("pi()"), of("double")),
+    "e": (template("2.718281828459045::DOUBLE"), of("double")),
+    exp.Sign: (_sign, of("double")),
+    exp.Factorial: (_factorial, of("bigint")),
+    exp.Negative: (_negate, _numeric_same),
+    exp.Neg: (_negate, None),
+    "positive": (template("({expressions_0})", numeric=("expressions.0",)), same("expressions.0")),
+    # Spark counts the bits of the value widened to a bigint (an int's sign bits too)
+    exp.BitwiseCount: (template("CAST(bit_count(CAST({this} AS BIGINT)) AS INTEGER)", numeric=("this",)), of("int")),
+    # strings
+    exp.Ascii: (template("CASE WHEN {this} = '' THEN 0 ELSE ascii({this}) END"), of("int")),
+    exp.Reverse: (template("reverse({this})"), of("string")),
+    exp.Repeat: (template(f"CASE WHEN {{times}} < 1 THEN {_EMPTY} ELSE repeat({{this}}, CAST({{times}} AS BIGINT)) END"),
+                 of("string")),
+    exp.Left: (template(f"CASE WHEN {{expression}} < 1 THEN {_EMPTY} "
+                        "ELSE left({this}, CAST({expression} AS BIGINT)) END"), of("string")),
+    exp.Right: (template(f"CASE WHEN {{expression}} < 1 THEN {_EMPTY} "
+                         "ELSE right({this}, CAST({expression} AS BIGINT)) END"), of("string")),
+    exp.StartsWith: (template("starts_with({this}, {expression})"), of("boolean")),
+    exp.EndsWith: (template("ends_with({this}, {expression})"), of("boolean")),
+    exp.Contains: (template("contains({this}, {expression})"), of("boolean")),
+    exp.Translate: (template("translate({this}, {from_}, {to})"), of("string")),
+    exp.MD5: (template("md5({this})"), of("string")),
+    # conditionals
+    exp.Nvl2: (template("CASE WHEN {this} IS NOT NULL THEN {true} ELSE {false} END"), None),
+    exp.Nanvl: (template("CASE WHEN isnan(CAST({this} AS DOUBLE)) THEN CAST({expression} AS DOUBLE) "
+                         "ELSE CAST({this} AS DOUBLE) END", numeric=("this", "expression")), of("double")),
+    "isnull": (template("({expressions_0} IS NULL)"), of("boolean")),
+    "isnotnull": (template("({expressions_0} IS NOT NULL)"), of("boolean")),
+}
+"""Each translated scalar function: its rewrite and Spark's result type (None: ``type_of``'s)."""
+
+
+def _nvl2_type(e: exp.Expression, c: ChildTypes) -> str | None:
+    from lakehouse.query.dialect.types import wider
+
+    return wider(c.get("true"), c.get("false"))
+
+
+def _round_rule(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if c.get("this") in FRACTIONAL:
+        return _round_double(e, c, t)
+    if decimal_of(c.get("this")) or c.get("this") in INTEGRAL:
+        return None
+    raise duck_refuse(f"round() of a {c.get('this') or 'value of unknown type'}", "not translated")
+
+
+RULES: dict[FnKey, Rule] = {k: rule for k, (rule, _) in SCALARS.items()} | {exp.Round: _round_rule}
+"""The scalar rewrites by function."""
+TYPES: dict[FnKey, Typer] = {k: typer for k, (_, typer) in SCALARS.items() if typer is not None} | {
+    exp.Nvl2: _nvl2_type}
+"""Spark's result types of the scalar functions."""
