@@ -55,13 +55,16 @@ def _quantile(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression
     q = e.args.get("quantile")
     if not isinstance(q, exp.Literal) or q.is_string or not is_numeric(c.get("this")):
         raise duck_refuse("percentile() with a non-constant or array percentage", "not translated")
-    return exp.Cast(this=call("quantile_cont", e.this, q), to=exp.DataType.build("DOUBLE"))
+    # Spark interpolates the values as doubles (DuckDB would keep a decimal's scale)
+    return exp.Cast(this=call("quantile_cont", exp.Cast(this=e.this, to=exp.DataType.build("DOUBLE")), q),
+                    to=exp.DataType.build("DOUBLE"))
 
 
 def _median(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
     if not is_numeric(c.get("this")):
         raise duck_refuse("median() of a non-number", "not translated")
-    return exp.Cast(this=call("quantile_cont", e.this, exp.Literal.number(0.5)),
+    return exp.Cast(this=call("quantile_cont", exp.Cast(this=e.this, to=exp.DataType.build("DOUBLE")),
+                              exp.Literal.number(0.5)),
                     to=exp.DataType.build("DOUBLE"))
 
 

@@ -21,6 +21,12 @@ MACROS = [
     ("CREATE OR REPLACE MACRO lh_pmod(a, b) AS CASE WHEN a % lh_nonzero(b) < 0 "
      "THEN (a % b + b) % b ELSE a % b END"),
     "CREATE OR REPLACE MACRO lh_substr_pos(p) AS CASE WHEN p = 0 THEN 1 ELSE p END",
+    # Java's (long) of a double: NaN is 0, beyond the range the nearest end (DuckDB's cast fails)
+    ("CREATE OR REPLACE MACRO lh_long_of_double(x) AS CASE WHEN isnan(x) THEN 0 "
+     "WHEN x >= 9223372036854775807.0 THEN 9223372036854775807 "
+     "WHEN x <= -9223372036854775808.0 THEN -9223372036854775808 ELSE CAST(trunc(x) AS BIGINT) END"),
+    # Java's Math.floorDiv of integers (DuckDB's // truncates toward zero)
+    "CREATE OR REPLACE MACRO lh_floordiv(a, b) AS (a - ((a % b) + b) % b) // b",
     ("CREATE OR REPLACE MACRO lh_substr(s, p, n) AS CASE WHEN s IS NULL OR p IS NULL OR n IS NULL "
      "THEN NULL WHEN n < 1 THEN '' ELSE substring(s, p, n) END"),
     # Spark prints a timestamp as 'yyyy-MM-dd HH:mm:ss[.fraction without trailing zeros]'.

@@ -18,7 +18,10 @@ from lakehouse.query.dialect.types import FRACTIONAL, INTEGRAL, as_decimal, deci
 def _unscaled(x: exp.Expression | str, scale: int) -> str:
     """SQL: a decimal of ``scale`` as the integer of its digits (exact, in HUGEINT)."""
     sql = x if isinstance(x, str) else x.sql("duckdb", identify=True)
-    return f"CAST(({sql}) * {10 ** scale} AS HUGEINT)"
+    if not scale:
+        return f"CAST(({sql}) AS HUGEINT)"
+    # the digits of its text: x * 10^scale would overflow DECIMAL(38) for a large x
+    return f"CAST(replace(CAST(CAST(({sql}) AS DECIMAL(38,{scale})) AS VARCHAR), '.', '') AS HUGEINT)"
 
 
 def _decimal_of_unscaled(q: str, p: int, s: int) -> exp.Expression:
@@ -71,9 +74,21 @@ def _avg(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | No
     return _decimal_of_unscaled(f"lh_avg_half_up({num}, count({x}))", p, s)
 
 
+def _sum(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    d = decimal_of(t)
+    if not d or d[0] < 38 or e.find_ancestor(exp.Window) is not None:
+        return None
+    # Spark's sum of a wide decimal is a decimal(38,s): beyond it, an overflow error under ANSI
+    total = e.copy().sql("duckdb", identify=True)
+    return parse_duckdb(f"CASE WHEN abs({total}) >= 1e{38 - d[1]} THEN "
+                        f"error('[ARITHMETIC_OVERFLOW] Overflow in sum of decimals') ELSE {total} END")
+
+
 def _floor_ceil(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if c.get("this") in INTEGRAL and e.args.get("decimals") is None:
+        return exp.Cast(this=e.this, to=exp.DataType.build("BIGINT"))  # Spark: the value, a bigint
     if c.get("this") in FRACTIONAL and e.args.get("decimals") is None:
-        return exp.Cast(this=e.copy(), to=exp.DataType.build("BIGINT"))  # Spark: a bigint
+        return call("lh_long_of_double", e.copy())  # Spark: a bigint, as Java converts a double
     return None
 
 
@@ -82,6 +97,7 @@ RULES: dict[FnKey, Rule] = {
     exp.IntDiv: _intdiv,
     exp.Mod: _mod,
     exp.Avg: _avg,
+    exp.Sum: _sum,
     exp.Floor: _floor_ceil,
     exp.Ceil: _floor_ceil,
 }

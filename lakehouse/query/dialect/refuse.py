@@ -31,7 +31,6 @@ REFUSED: dict[type, tuple[str | None, str]] = {
     exp.RegexpExtract: ("regexp_extract()", _REGEX),
     exp.TimeToStr: ("date_format()", _PATTERN),
     exp.StrToTime: ("to_timestamp() with a format", _PATTERN),
-    exp.StrToUnix: ("unix_timestamp()", "not translated"),
     exp.UnixToStr: ("from_unixtime()", _PATTERN),
     exp.First: (None, _PICKS),
     exp.Last: (None, _PICKS),

@@ -122,6 +122,28 @@ def _negate(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression |
     return exp.Neg(this=exp.Paren(this=e.this)) if isinstance(e, exp.Negative) else None
 
 
+def _replace(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    # Spark: replace(s, search) removes search; an empty search leaves s as it is (DuckDB too)
+    if e.args.get("replacement") is None:
+        return parse_duckdb(f"replace({sql_of(e.this)}, {sql_of(e.expression)}, '')")
+    return None
+
+
+def _sha2(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    bits = e.args.get("length")
+    if bits is not None and not (isinstance(bits, exp.Literal) and bits.name in ("0", "256")):
+        raise duck_refuse("sha2() of other than 256 bits", "DuckDB has only SHA-256")
+    return parse_duckdb(f"sha256({sql_of(e.this)})")
+
+
+def _hex(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if c.get("this") in INTEGRAL:  # Java's Long.toHexString, upper case: a negative in two's complement
+        return parse_duckdb(f"hex(CAST({sql_of(e.this)} AS BIGINT))")
+    if c.get("this") == "string":  # the UTF-8 bytes
+        return parse_duckdb(f"hex({sql_of(e.this)})")
+    raise duck_refuse(f"hex() of a {c.get('this') or 'value of unknown type'}", "not translated")
+
+
 def _factorial(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
     if c.get("this") not in INTEGRAL:
         raise duck_refuse("factorial() of a non-integer", "not translated")
@@ -178,7 +200,27 @@ SCALARS: dict[FnKey, tuple[Rule, Typer | None]] = {
     exp.EndsWith: (template("ends_with({this}, {expression})"), of("boolean")),
     exp.Contains: (template("contains({this}, {expression})"), of("boolean")),
     exp.Translate: (template("translate({this}, {from_}, {to})"), of("string")),
+    exp.Replace: (_replace, of("string")),
     exp.MD5: (template("md5({this})"), of("string")),
+    exp.SHA: (template("sha1({this})"), of("string")),
+    exp.SHA2: (_sha2, of("string")),
+    exp.Hex: (_hex, of("string")),
+    exp.ToBase64: (template("to_base64(encode({this}))"), of("string")),
+    exp.Chr: (template("CASE WHEN {expressions_0} < 0 THEN '' ELSE chr(CAST({expressions_0} % 256 AS INTEGER)) END",
+                       numeric=("expressions.0",)), of("string")),
+    exp.Space: (template("CASE WHEN {this} < 1 THEN '' ELSE repeat(' ', CAST({this} AS BIGINT)) END",
+                         numeric=("this",)), of("string")),
+    exp.BitLength: (template("CAST(octet_length(encode({this})) * 8 AS INTEGER)"), of("int")),
+    "octet_length": (template("CAST(octet_length(encode({expressions_0})) AS INTEGER)"), of("int")),
+    exp.SplitPart: (template(
+        "CASE WHEN {part_index} = 0 THEN error('[INVALID_INDEX_OF_ZERO] split_part: the index 0 is invalid') "
+        "WHEN {delimiter} = '' THEN CASE WHEN {part_index} IN (1, -1) THEN {this} "
+        "WHEN {this} IS NOT NULL THEN '' END "
+        "ELSE split_part({this}, {delimiter}, CAST({part_index} AS BIGINT)) END"), of("string")),
+    "find_in_set": (template(
+        "CASE WHEN {expressions_0} IS NULL OR {expressions_1} IS NULL THEN NULL "
+        "WHEN contains({expressions_0}, ',') THEN 0 "
+        "ELSE coalesce(list_position(string_split({expressions_1}, ','), {expressions_0}), 0) END"), of("int")),
     # conditionals
     exp.Nvl2: (template("CASE WHEN {this} IS NOT NULL THEN {true} ELSE {false} END"), None),
     exp.Nanvl: (template("CASE WHEN isnan(CAST({this} AS DOUBLE)) THEN CAST({expression} AS DOUBLE) "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from lakehouse.errors import QueryError
-from lakehouse.query.dialect import casts, datetimes, functions, numeric, scalars
+from lakehouse.query.dialect import calendar, casts, datetimes, functions, numeric, scalars
 from lakehouse.query.dialect.infer import ChildTypes, Rule, Scope, Typer, type_of
 from lakehouse.query.dialect.names import spark_name
 from lakehouse.query.dialect.refuse import FnKey, duck_refuse, fn_key, refuse_functions
@@ -21,10 +21,14 @@ from lakehouse.query.dialect.types import Columns, wider
 from lakehouse.query.guard import func_name
 
 REWRITES: dict[FnKey, Rule] = {**casts.RULES, **numeric.RULES, **functions.RULES, **datetimes.RULES,
-                               **scalars.RULES}
+                               **scalars.RULES, **calendar.RULES}
 """Every rewrite by function (``fn_key``): DuckDB computes Spark's value once it is applied."""
-TYPES: dict[FnKey, Typer] = {**datetimes.TYPES, **scalars.TYPES}
+TYPES: dict[FnKey, Typer] = {**datetimes.TYPES, **scalars.TYPES, **calendar.TYPES}
 """Spark's result type of the functions whose modules type them (the rest: ``type_of``)."""
+
+ALIASES: dict[str, type[exp.Func]] = {"mean": exp.Avg, "std": exp.Stddev, "every": exp.LogicalAnd,
+                                       "some": exp.LogicalOr}
+"""Spark's other names of functions sqlglot knows under one name (one argument each)."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,12 @@ class Translator:
 
     def translate(self, tree: exp.Expression) -> Translation:
         """The DuckDB SQL of a checked query (left unchanged) with Spark's result columns."""
-        refuse_functions(tree, REWRITES)
         tree = tree.copy()
+        for node in list(tree.find_all(exp.Anonymous)):  # Spark's other names of known functions
+            alias = ALIASES.get(node.name.lower())
+            if alias is not None and len(node.expressions) == 1:
+                node.replace(alias(this=node.expressions[0]))
+        refuse_functions(tree, REWRITES)
         names, types, exprs = self.query(tree, {})
         for i, (n, e) in enumerate(zip(names, exprs)):
             if n is None:
