@@ -130,6 +130,8 @@ CASES: dict[str, list[str]] = {
     "endswith": ["endswith(s, 'b')", "endswith(s, '')"],
     "contains": ["contains(s, 'a')", "contains(s, '')", "contains(s, NULL)"],
     "translate": ["translate(s, 'ab', 'x')", "translate(s, 'a', 'xyz')", "translate(s, '', 'x')"],
+    "upper": ["upper(s)"], "ucase": ["ucase(s)"], "lower": ["lower(replace(s, 'Σ', ''))"],
+    "lcase": ["lcase(replace(s, 'Σ', 'x'))"],  # (lower of a capital sigma: tests/test_casing.py)
     "md5": ["md5(s)"], "sha1": ["sha1(s)"], "sha": ["sha(s)"], "sha2": ["sha2(s, 256)", "sha2(s, 0)"],
     "hex": ["hex(i)", "hex(l)", "hex(s)"], "base64": ["base64(s)"], "chr": ["chr(i)", "chr(l % 1000)"],
     "char": ["char(65)", "char(i)"], "space": ["space(i % 5)", "space(2)"], "bit_length": ["bit_length(s)"],
@@ -158,6 +160,9 @@ CASES: dict[str, list[str]] = {
     "greatest": ["greatest(i, l)", "greatest(x, 0.5)", "greatest(a, m)", "greatest(s, 'b')"],
     "least": ["least(i, l)", "least(x, 0.5)", "least(d, DATE '2000-01-01')"], "isnan": ["isnan(x)", "isnan(i)"],
     # windows
+    "ntile": ["ntile(3) OVER (ORDER BY id)", "ntile(5) OVER (PARTITION BY b ORDER BY id)"],
+    "cume_dist": ["cume_dist() OVER (ORDER BY b)", "cume_dist() OVER (PARTITION BY b ORDER BY i)"],
+    "percent_rank": ["percent_rank() OVER (ORDER BY b)", "percent_rank() OVER (PARTITION BY b ORDER BY x)"],
     "row_number": ["row_number() OVER (ORDER BY id)", "row_number() OVER (PARTITION BY b ORDER BY id DESC)"],
     "rank": ["rank() OVER (ORDER BY b)", "rank() OVER (PARTITION BY b ORDER BY i)"],
     "dense_rank": ["dense_rank() OVER (ORDER BY b)", "dense_rank() OVER (ORDER BY x)"],
@@ -177,6 +182,10 @@ AGGREGATES: dict[str, list[str]] = {
     "stddev": ["stddev(i)", "stddev(a)"], "std": ["std(l % 1000)"], "stddev_samp": [f"stddev_samp({FINITE})"],
     "variance": ["variance(i)"], "var_samp": ["var_samp(a)"],
     "percentile": ["percentile(i, 0.5)", "percentile(a, 0.25)"], "median": ["median(a)", "median(i)"],
+    "stddev_pop": ["stddev_pop(i)", f"stddev_pop({FINITE})"], "var_pop": ["var_pop(a)", "var_pop(l % 100)"],
+    "corr": ["corr(i, a)", f"corr({FINITE}, i)"], "covar_pop": ["covar_pop(i, a)", "covar_pop(l % 100, i)"],
+    "covar_samp": ["covar_samp(a, i)"], "bit_and": ["bit_and(i)", "bit_and(l)"], "bit_or": ["bit_or(i)", "bit_or(l)"],
+    "bit_xor": ["bit_xor(i)", "bit_xor(l)"],
 }
 """Aggregates: each run per group of ``b`` (NULL, false, true)."""
 

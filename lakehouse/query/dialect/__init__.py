@@ -14,9 +14,13 @@ Modules, bottom up (each imports only those before it):
 - ``refuse``: the refusal error (duck_refuse), the refused constructs, the verified functions
   and the gate that refuses the rest.
 - ``names``: Spark's generated names of result columns (spark_name).
+- ``casing``: where Spark's case mapping differs from DuckDB's (data), and the macros that follow Spark's.
 - ``macros``: the DuckDB macros the rewrites call (MACROS) and how a rewrite writes DuckDB.
 - ``infer``: scopes and Spark's type of each expression; the rewrite rule's signature.
-- ``casts``, ``numeric``, ``functions``: the rewrites, by concern.
+- ``casts``, ``numeric``, ``functions``, ``datetimes``, ``calendar``, ``scalars``: the rewrites (and
+  the result types of the functions they add), by concern.
+- ``catalog``: the function table: every function translated (each compared with Spark by
+  tests/test_functions_parity.py), and the floating-point rules.
 - ``translate``: the Translator (one query walked, typed and rewritten) and its Translation.
 - ``conform``: DuckDB's answer with Spark's column names and types.
 

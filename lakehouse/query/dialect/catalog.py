@@ -25,7 +25,7 @@ TRANSLATED: dict[str, str] = {
     # strings
     "ascii": "string", "reverse": "string", "repeat": "string", "left": "string", "right": "string",
     "startswith": "string", "endswith": "string", "contains": "string", "translate": "string",
-    "md5": "string", "sha1": "string", "sha": "string", "sha2": "string", "hex": "string", "base64": "string",
+    "upper": "string", "ucase": "string", "lower": "string", "lcase": "string", "md5": "string", "sha1": "string", "sha": "string", "sha2": "string", "hex": "string", "base64": "string",
     "chr": "string", "char": "string", "space": "string", "bit_length": "string", "octet_length": "string",
     "split_part": "string", "find_in_set": "string", "length": "string", "char_length": "string",
     "character_length": "string", "len": "string", "trim": "string", "ltrim": "string", "rtrim": "string",
@@ -40,9 +40,11 @@ TRANSLATED: dict[str, str] = {
     "count": "aggregate", "count_if": "aggregate", "bool_and": "aggregate", "bool_or": "aggregate",
     "every": "aggregate", "some": "aggregate", "stddev": "aggregate", "std": "aggregate",
     "stddev_samp": "aggregate", "variance": "aggregate", "var_samp": "aggregate", "percentile": "aggregate",
-    "median": "aggregate",
+    "median": "aggregate", "stddev_pop": "aggregate", "var_pop": "aggregate", "corr": "aggregate",
+    "covar_pop": "aggregate", "covar_samp": "aggregate", "bit_and": "aggregate", "bit_or": "aggregate",
+    "bit_xor": "aggregate",
     # windows
-    "row_number": "window", "rank": "window", "dense_rank": "window", "lag": "window", "lead": "window",
+    "ntile": "window", "cume_dist": "window", "percent_rank": "window", "row_number": "window", "rank": "window", "dense_rank": "window", "lag": "window", "lead": "window",
 }
 """Spark function name -> its kind, for every function translated and tested against Spark."""
 
@@ -56,6 +58,7 @@ within ``ULPS`` units in the last place; every other function's result is the sa
 ULPS = 4
 ORDER_DEPENDENT: frozenset[str] = frozenset({
     "sum", "avg", "mean", "stddev", "std", "stddev_samp", "variance", "var_samp", "percentile", "median",
+    "stddev_pop", "var_pop", "corr", "covar_pop", "covar_samp",
 })
 """Aggregates whose double result depends on the order the rows are added in, which neither engine
 fixes (Spark's order is its partitions'): over float and double their results agree within the

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-MACROS = [
+from lakehouse.query.dialect.casing import MACROS as CASING
+
+MACROS = [*CASING,
     # ANSI: division by zero is an error, as on Spark.
     ("CREATE OR REPLACE MACRO lh_nonzero(b) AS CASE WHEN b = 0 THEN "
      "error('[DIVIDE_BY_ZERO] Division by zero') ELSE b END"),

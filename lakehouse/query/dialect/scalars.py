@@ -129,6 +129,15 @@ def _replace(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression 
     return None
 
 
+def _corr(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if e.find_ancestor(exp.Window) is not None:
+        raise duck_refuse("corr() OVER (...)", "not translated")
+    x, y = sql_of(e.this), sql_of(e.expression)
+    # Spark: NULL for one pair (DuckDB: NaN)
+    return parse_duckdb(f"CASE WHEN count(CASE WHEN {x} IS NOT NULL AND {y} IS NOT NULL THEN 1 END) = 1 "
+                        f"THEN NULL ELSE corr({x}, {y}) END")
+
+
 def _sha2(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
     bits = e.args.get("length")
     if bits is not None and not (isinstance(bits, exp.Literal) and bits.name in ("0", "256")):
@@ -188,6 +197,8 @@ SCALARS: dict[FnKey, tuple[Rule, Typer | None]] = {
     # Spark counts the bits of the value widened to a bigint (an int's sign bits too)
     exp.BitwiseCount: (template("CAST(bit_count(CAST({this} AS BIGINT)) AS INTEGER)", numeric=("this",)), of("int")),
     # strings
+    exp.Upper: (template("lh_upper({this})"), of("string")),  # Spark's full case mapping (dialect.casing)
+    exp.Lower: (template("lh_lower({this})"), of("string")),
     exp.Ascii: (template("CASE WHEN {this} = '' THEN 0 ELSE ascii({this}) END"), of("int")),
     exp.Reverse: (template("reverse({this})"), of("string")),
     exp.Repeat: (template(f"CASE WHEN {{times}} < 1 THEN {_EMPTY} ELSE repeat({{this}}, CAST({{times}} AS BIGINT)) END"),
@@ -201,6 +212,7 @@ SCALARS: dict[FnKey, tuple[Rule, Typer | None]] = {
     exp.Contains: (template("contains({this}, {expression})"), of("boolean")),
     exp.Translate: (template("translate({this}, {from_}, {to})"), of("string")),
     exp.Replace: (_replace, of("string")),
+    exp.Corr: (_corr, of("double")),
     exp.MD5: (template("md5({this})"), of("string")),
     exp.SHA: (template("sha1({this})"), of("string")),
     exp.SHA2: (_sha2, of("string")),
@@ -248,5 +260,6 @@ def _round_rule(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expressi
 RULES: dict[FnKey, Rule] = {k: rule for k, (rule, _) in SCALARS.items()} | {exp.Round: _round_rule}
 """The scalar rewrites by function."""
 TYPES: dict[FnKey, Typer] = {k: typer for k, (_, typer) in SCALARS.items() if typer is not None} | {
-    exp.Nvl2: _nvl2_type}
+    exp.Nvl2: _nvl2_type, exp.CovarPop: of("double"), exp.CovarSamp: of("double"), exp.CumeDist: of("double"),
+    exp.PercentRank: of("double"), exp.BitwiseAndAgg: same(), exp.BitwiseOrAgg: same(), exp.BitwiseXorAgg: same()}
 """Spark's result types of the scalar functions."""
