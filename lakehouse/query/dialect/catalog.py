@@ -64,3 +64,44 @@ ORDER_DEPENDENT: frozenset[str] = frozenset({
 fixes (Spark's order is its partitions'): over float and double their results agree within the
 relative tolerance ``lakehouse.query.compare.REL_TOL``, not to the bit. Over integers and decimals
 they are exact on both."""
+
+REFUSED: dict[str, str] = {
+    "approx_count_distinct": "approximate: DuckDB's approximation differs from Spark's",
+    "percentile_approx": "approximate: DuckDB's approximation differs from Spark's",
+    "approx_percentile": "approximate: DuckDB's approximation differs from Spark's",
+    "first": "the row it picks depends on the engine", "last": "the row it picks depends on the engine",
+    "any_value": "the row it picks depends on the engine",
+    "collect_list": "the order of its elements depends on the engine",
+    "rand": "random numbers differ by engine", "random": "random numbers differ by engine",
+    "uuid": "random numbers differ by engine",
+    "current_date": "the clock is read per engine", "current_timestamp": "the clock is read per engine",
+    "now": "the clock is read per engine",
+    "rlike": "Java and RE2 regular expressions differ", "regexp_like": "Java and RE2 regular expressions differ",
+    "regexp_replace": "Java and RE2 regular expressions differ",
+    "regexp_extract": "Java and RE2 regular expressions differ",
+    "date_format": "Java date patterns are not translated", "from_unixtime": "Java date patterns are not translated",
+    "to_timestamp (with a format)": "Java date patterns are not translated",
+    "to_date (with a format)": "Java date patterns are not translated",
+    "levenshtein": "DuckDB counts bytes, Spark characters",
+    "log1p": "DuckDB has no exact equal", "expm1": "DuckDB has no exact equal",
+    "sha2 (224, 384, 512 bits)": "DuckDB has only SHA-256",
+    "lower (of a capital sigma)": "Spark lowers it by the letters around it (final sigma); refused at run time",
+    "negation of a decimal over 34 digits": "Spark rounds it to 34 digits",
+    "round (of a double beyond 17 places)": "not translated",
+}
+"""Functions refused by name on DuckDB, and why (any function in neither table is refused too:
+not among those checked to give Spark's answer)."""
+
+
+def markdown() -> str:
+    """README's function table: the translated functions by kind, then the refused ones and why."""
+    kinds: dict[str, list[str]] = {}
+    for name, kind in TRANSLATED.items():
+        kinds.setdefault(kind, []).append(name)
+    lines = [f"{len(TRANSLATED)} Spark functions translated, each compared with Spark over hostile values "
+             "(tests/test_functions_parity.py):", "", "| kind | functions |", "|---|---|"]
+    lines += [f"| {kind} | {', '.join(f'`{n}`' for n in sorted(names))} |" for kind, names in kinds.items()]
+    lines += ["", "Refused by name (a query using one fails on DuckDB with the reason; run it with "
+              "`--engine spark`); any other function is refused as unverified:", "", "| function | why |", "|---|---|"]
+    lines += [f"| `{n}` | {why} |" for n, why in REFUSED.items()]
+    return "\n".join(lines) + "\n"
