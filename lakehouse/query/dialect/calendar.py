@@ -98,6 +98,13 @@ def _timestamp_of(micros_per: int) -> Rule:
     return rule
 
 
+def _make_date(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    if len(e.expressions) != 3 or any(c.get(f"expressions.{i}") not in INTEGRAL for i in range(3)):
+        raise duck_refuse("make_date() of other than three integers", "not translated")
+    y, m, d = (f"CAST({sql_of(a)} AS BIGINT)" for a in e.expressions)  # an invalid date fails on both
+    return parse_duckdb(f"make_date({y}, {m}, {d})")
+
+
 def _of(t: str) -> Typer:
     return lambda e, c: t
 
@@ -116,6 +123,7 @@ CALENDAR: dict[FnKey, tuple[Rule, Typer]] = {
     exp.UnixMicros: (_epoch(1_000_000), _of("bigint")),
     exp.StrToUnix: (_epoch(1), _of("bigint")),
     exp.DateFromUnixDate: (_from_unix_date, _of("date")),
+    "make_date": (_make_date, _of("date")),
     "timestamp_seconds": (_timestamp_of(1_000_000), _of("timestamp")),
     "timestamp_millis": (_timestamp_of(1_000), _of("timestamp")),
     "timestamp_micros": (_timestamp_of(1), _of("timestamp")),

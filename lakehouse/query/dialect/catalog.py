@@ -7,7 +7,7 @@ from __future__ import annotations
 TRANSLATED: dict[str, str] = {
     # date and time
     "extract": "date", "date_part": "date", "datepart": "date", "year": "date", "month": "date", "day": "date",
-    "dayofmonth": "date", "hour": "date", "minute": "date", "second": "date", "datediff": "date",
+    "dayofmonth": "date", "make_date": "date", "hour": "date", "minute": "date", "second": "date", "datediff": "date",
     "date_trunc": "date", "dayofweek": "date", "weekday": "date", "to_date": "date", "date_add": "date",
     "date_sub": "date", "dayofyear": "date", "weekofyear": "date", "quarter": "date", "last_day": "date",
     "add_months": "date", "next_day": "date", "trunc": "date", "unix_date": "date", "unix_seconds": "date",
@@ -44,7 +44,7 @@ TRANSLATED: dict[str, str] = {
     "covar_pop": "aggregate", "covar_samp": "aggregate", "bit_and": "aggregate", "bit_or": "aggregate",
     "bit_xor": "aggregate",
     # windows
-    "ntile": "window", "cume_dist": "window", "percent_rank": "window", "row_number": "window", "rank": "window", "dense_rank": "window", "lag": "window", "lead": "window",
+    "ntile": "window", "first_value": "window", "last_value": "window", "nth_value": "window", "cume_dist": "window", "percent_rank": "window", "row_number": "window", "rank": "window", "dense_rank": "window", "lag": "window", "lead": "window",
 }
 """Spark function name -> its kind, for every function translated and tested against Spark."""
 
@@ -88,6 +88,7 @@ REFUSED: dict[str, str] = {
     "lower (of a capital sigma)": "Spark lowers it by the letters around it (final sigma); refused at run time",
     "negation of a decimal over 34 digits": "Spark rounds it to 34 digits",
     "round (of a double beyond 17 places)": "not translated",
+    "RANGE frames with an offset": "Spark computes the bounds in the order column's type and fails on overflow",
 }
 """Functions refused by name on DuckDB, and why (any function in neither table is refused too:
 not among those checked to give Spark's answer)."""

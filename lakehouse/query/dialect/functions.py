@@ -95,7 +95,17 @@ def _date_add(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression
     return op(this=x, expression=exp.Cast(this=n, to=exp.DataType.build("INT")))
 
 
+def _window(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    spec = e.args.get("spec")
+    if spec is not None and str(spec.args.get("kind", "")).upper() == "RANGE" and any(
+            isinstance(spec.args.get(k), exp.Expression) for k in ("start", "end")):
+        # Spark computes the bounds (x - n, x + n) in the order column's type: an overflow fails
+        raise duck_refuse("a RANGE frame with an offset", "Spark fails where a bound overflows its type")
+    return None
+
+
 RULES: dict[FnKey, Rule] = {
+    exp.Window: _window,
     exp.Like: _like,
     exp.ILike: _like,
     exp.Substring: _substring,

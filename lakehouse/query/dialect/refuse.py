@@ -51,7 +51,8 @@ VERIFIED_FUNCTIONS: frozenset[type] = frozenset({
     exp.Pow, exp.Year, exp.Month, exp.DayOfMonth, exp.Day, exp.Hour, exp.Minute, exp.Second,
     exp.DateDiff, exp.TimestampTrunc, exp.RowNumber, exp.Rank, exp.DenseRank, exp.Lag, exp.Lead,
     exp.StddevPop, exp.VariancePop, exp.Corr, exp.CovarPop, exp.CovarSamp, exp.BitwiseAndAgg,
-    exp.BitwiseOrAgg, exp.BitwiseXorAgg, exp.Ntile, exp.CumeDist, exp.PercentRank,
+    exp.BitwiseOrAgg, exp.BitwiseXorAgg, exp.Ntile, exp.CumeDist, exp.PercentRank, exp.FirstValue,
+    exp.LastValue, exp.NthValue,
 })
 """Functions that DuckDB computes as Spark does (once rewritten where a rewrite exists): each is
 exercised by tests/test_query_parity.py against real Spark. Any other function is refused."""

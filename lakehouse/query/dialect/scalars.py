@@ -17,6 +17,7 @@ from lakehouse.query.dialect.refuse import FnKey, duck_refuse
 from lakehouse.query.dialect.types import FRACTIONAL, INTEGRAL, decimal_of, is_numeric
 
 _D = "CAST({this} AS DOUBLE)"
+_DUCK_INT = {"tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER", "bigint": "BIGINT"}
 _EMPTY = "substring({this}, 1, 0)"
 """'' where the string is not NULL."""
 _NAN = "CAST('NaN' AS DOUBLE)"
@@ -252,7 +253,16 @@ def _nvl2_type(e: exp.Expression, c: ChildTypes) -> str | None:
 def _round_rule(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
     if c.get("this") in FRACTIONAL:
         return _round_double(e, c, t)
-    if decimal_of(c.get("this")) or c.get("this") in INTEGRAL:
+    if c.get("this") in INTEGRAL:
+        digits = e.args.get("decimals")
+        if digits is None or (isinstance(digits, exp.Literal) and not digits.is_string and digits.name.isdigit()):
+            return None  # n >= 0: the value itself
+        limits = {"tinyint": 7, "smallint": 15, "int": 31, "bigint": 63}[str(c.get("this"))]
+        x = f"round(CAST({sql_of(e.this)} AS DECIMAL(38,0)), {sql_of(digits)})"
+        # Spark rounds in a decimal and fails (ANSI) when the result leaves the type
+        return parse_duckdb(f"CASE WHEN {x} NOT BETWEEN {-(1 << limits)} AND {(1 << limits) - 1} THEN "
+                            f"error('[ARITHMETIC_OVERFLOW] Overflow') ELSE CAST({x} AS {_DUCK_INT[str(c.get('this'))]}) END")
+    if decimal_of(c.get("this")):
         return None
     raise duck_refuse(f"round() of a {c.get('this') or 'value of unknown type'}", "not translated")
 
@@ -261,5 +271,5 @@ RULES: dict[FnKey, Rule] = {k: rule for k, (rule, _) in SCALARS.items()} | {exp.
 """The scalar rewrites by function."""
 TYPES: dict[FnKey, Typer] = {k: typer for k, (_, typer) in SCALARS.items() if typer is not None} | {
     exp.Nvl2: _nvl2_type, exp.CovarPop: of("double"), exp.CovarSamp: of("double"), exp.CumeDist: of("double"),
-    exp.PercentRank: of("double"), exp.BitwiseAndAgg: same(), exp.BitwiseOrAgg: same(), exp.BitwiseXorAgg: same()}
+    exp.PercentRank: of("double"), exp.NthValue: same(), exp.BitwiseAndAgg: same(), exp.BitwiseOrAgg: same(), exp.BitwiseXorAgg: same()}
 """Spark's result types of the scalar functions."""
