@@ -82,6 +82,10 @@ CASES: dict[str, list[str]] = {
     "next_day": ["next_day(d, 'MO')", "next_day(d, 'sunday')", "next_day(ts, 'Fri')"],
     "trunc": [f"trunc(d, '{u}')" for u in ("YEAR", "yy", "MM", "mon", "week", "quarter", "day")] + ["trunc(ts, 'MM')"],
     "make_date": ["make_date(2024, 2, 29)", "make_date(year(d), month(d), 1)", "make_date(2000 + i % 10, 1, 31)"],
+    "date_format": [f"date_format(ts, '{f}')" for f in (
+        "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd HH:mm:ss.SSS", "yyyy-MM-dd HH:mm:ss.SSSSSS", "yy/M/d h:m:s a",
+        "MMMM d, yyyy", "EEE, dd MMM yyyy", "EEEE", "dd.MM.yyyy", "yyyyMMdd", "100% MM")]
+        + ["date_format(d, 'yyyy-MM-dd')", "date_format(d, 'MMM yy')"],
     "unix_date": ["unix_date(d)"], "unix_seconds": ["unix_seconds(ts)"], "unix_millis": ["unix_millis(ts)"],
     "unix_micros": ["unix_micros(ts)"], "unix_timestamp": ["unix_timestamp(ts)"],
     "to_unix_timestamp": ["to_unix_timestamp(ts)"], "date_from_unix_date": ["date_from_unix_date(i % 100000)"],
@@ -214,7 +218,10 @@ BOTH_FAIL: list[str] = [
 REFUSED: list[tuple[str, str]] = [
     ("negative(m)", "negation of a decimal(38,18)"),  # Spark rounds it to 34 digits (or fails)
     ("-m", "negation of a decimal(38,18)"),
-    ("levenshtein(s, 'a')", "levenshtein()"),  # DuckDB counts bytes, Spark characters
+    ("levenshtein(s, 'a')", "levenshtein()"),
+    ("date_format(ts, 'Q')", "date_format() with the pattern 'Q'"),
+    ("date_format(ts, 'yyyy-MM-dd''T''HH')", "date_format() with a pattern"),
+    ("date_format(s, 'yyyy')", "date_format() of a string"),  # DuckDB counts bytes, Spark characters
     ("sum(i) OVER (ORDER BY i RANGE BETWEEN 5 PRECEDING AND CURRENT ROW)", "RANGE frame with an offset"),
 ]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 TRANSLATED: dict[str, str] = {
     # date and time
     "extract": "date", "date_part": "date", "datepart": "date", "year": "date", "month": "date", "day": "date",
-    "dayofmonth": "date", "make_date": "date", "hour": "date", "minute": "date", "second": "date", "datediff": "date",
+    "dayofmonth": "date", "make_date": "date", "date_format": "date", "hour": "date", "minute": "date", "second": "date", "datediff": "date",
     "date_trunc": "date", "dayofweek": "date", "weekday": "date", "to_date": "date", "date_add": "date",
     "date_sub": "date", "dayofyear": "date", "weekofyear": "date", "quarter": "date", "last_day": "date",
     "add_months": "date", "next_day": "date", "trunc": "date", "unix_date": "date", "unix_seconds": "date",
@@ -79,7 +79,9 @@ REFUSED: dict[str, str] = {
     "rlike": "Java and RE2 regular expressions differ", "regexp_like": "Java and RE2 regular expressions differ",
     "regexp_replace": "Java and RE2 regular expressions differ",
     "regexp_extract": "Java and RE2 regular expressions differ",
-    "date_format": "Java date patterns are not translated", "from_unixtime": "Java date patterns are not translated",
+    "date_format (other pattern letters, quoted text)": "not translated (the letters of "
+    "lakehouse.query.dialect.datetimes._PATTERN are)",
+    "from_unixtime": "Java date patterns are not translated",
     "to_timestamp (with a format)": "Java date patterns are not translated",
     "to_date (with a format)": "Java date patterns are not translated",
     "levenshtein": "DuckDB counts bytes, Spark characters",

@@ -91,13 +91,80 @@ def _extract(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression 
     return parse_duckdb(f"CAST({_DUCK[field].format(x=x)} AS INTEGER)")
 
 
+_PATTERN = {
+    "yyyy": "%Y", "yy": "%y", "MMMM": "%B", "MMM": "%b", "MM": "%m", "M": "%-m", "dd": "%d", "d": "%-d",
+    "HH": "%H", "H": "%-H", "hh": "%I", "h": "%-I", "mm": "%M", "m": "%-M", "ss": "%S", "s": "%-S",
+    "SSSSSS": "%f", "SSS": "%g", "a": "%p", "EEEE": "%A", "EEE": "%a", "E": "%a",
+}
+"""Java DateTimeFormatter letters (as Spark's date_format takes them) -> DuckDB's strftime, for
+the letter counts whose output is the same (years 1000-9999; English names)."""
+
+
+def strftime_of(pattern: str) -> str | None:
+    """DuckDB's strftime format of a Spark datetime pattern; None when a letter (or its count)
+    is not translated. Text in single quotes is literal ('' is a quote)."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "'":
+            end = pattern.find("'", i + 1)
+            if end == -1:
+                return None
+            out.append("'" if end == i + 1 else pattern[i + 1:end].replace("%", "%%"))
+            i = end + 1
+            continue
+        if ch.isalpha():
+            j = i
+            while j < len(pattern) and pattern[j] == ch:
+                j += 1
+            code = _PATTERN.get(pattern[i:j])
+            if code is None:
+                return None
+            out.append(code)
+            i = j
+            continue
+        out.append("%%" if ch == "%" else ch)
+        i += 1
+    return "".join(out)
+
+
+def _date_format(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    fmt = e.args.get("format")
+    src = c.get("this")
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+        raise duck_refuse("date_format() with a pattern that is not a constant or with quoted text", "not translated")
+    pattern = _spark_pattern(e)
+    code = strftime_of(pattern) if pattern is not None else None
+    if code is None:
+        raise duck_refuse(f"date_format() with the pattern {pattern!r}", "its letters are not translated")
+    if src not in ("date", "timestamp"):
+        raise duck_refuse(f"date_format() of a {src or 'value of unknown type'}", "only dates and timestamps are translated")
+    x = sql_of(e.this)
+    x = f"CAST({x} AS TIMESTAMP)" if src == "date" else x
+    return parse_duckdb(f"strftime({x}, '{code.replace(chr(39), chr(39) * 2)}')")
+
+
+def _spark_pattern(e: exp.Expression) -> str | None:
+    """The pattern as the user wrote it: sqlglot keeps it in its own form, and writes it back."""
+    import sqlglot
+
+    fmt = e.args.get("format")
+    if not isinstance(fmt, exp.Literal):
+        return None
+    back = sqlglot.parse_one(exp.TimeToStr(this=exp.column("x"), format=fmt.copy()).sql("spark"))
+    arg = back.expressions[1] if isinstance(back, exp.Anonymous) and len(back.expressions) == 2 else None
+    return arg.name if isinstance(arg, exp.Literal) and arg.is_string else None
+
+
 RULES: dict[FnKey, Rule] = {
+    exp.TimeToStr: _date_format,
     exp.Extract: _extract,
     "date_part": _extract,
     "datepart": _extract,
 }
 """The date and time rewrites by function."""
 TYPES: dict[FnKey, Typer] = {
+    exp.TimeToStr: lambda e, c: "string",
     exp.Extract: _extract_type,
     "date_part": _extract_type,
     "datepart": _extract_type,

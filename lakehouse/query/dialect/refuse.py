@@ -29,7 +29,6 @@ REFUSED: dict[type, tuple[str | None, str]] = {
     exp.RegexpLike: ("RLIKE", _REGEX),
     exp.RegexpReplace: ("regexp_replace()", _REGEX),
     exp.RegexpExtract: ("regexp_extract()", _REGEX),
-    exp.TimeToStr: ("date_format()", _PATTERN),
     exp.StrToTime: ("to_timestamp() with a format", _PATTERN),
     exp.UnixToStr: ("from_unixtime()", _PATTERN),
     exp.First: (None, _PICKS),

@@ -56,6 +56,9 @@ class Translator:
             alias = ALIASES.get(node.name.lower())
             if alias is not None and len(node.expressions) == 1:
                 node.replace(alias(this=node.expressions[0]))
+        for wrap in list(tree.find_all(exp.TimeStrToTime)):  # sqlglot's wrap of date_format's argument
+            if isinstance(wrap.parent, exp.TimeToStr):
+                wrap.replace(wrap.this)
         refuse_functions(tree, REWRITES)
         names, types, exprs = self.query(tree, {})
         for i, (n, e) in enumerate(zip(names, exprs)):
