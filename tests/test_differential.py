@@ -144,6 +144,8 @@ def _outcome(p, sql: str, engine: str) -> tuple[str, str]:
 def _close(u, v, sql: str) -> bool:
     order = any(f"{f}(" in sql for f in ORDER_DEPENDENT)
     bits = any(f"{f}(" in sql for f in LAST_BITS)
+    if type(u) is not type(v) or (isinstance(u, float) and math.copysign(1, u) != math.copysign(1, v)):
+        return False
     if isinstance(u, float) and isinstance(v, float):
         if order:
             return math.isclose(u, v, rel_tol=REL_TOL, abs_tol=REL_TOL)

@@ -96,6 +96,8 @@ def mismatch(n: int, result: list[dict[str, Any]], sf: float = 0.01) -> str | No
         # (an unnamed aggregate: Spark's generated name, sum(l_quantity), is DuckDB's sum)
         return f"Q{n}: columns {list(result[0])}, the answer has {header}"
     for i, (g, want) in enumerate(zip(got, rows)):
+        if len(g) != len(header):
+            return f"Q{n} row {i + 1}: {len(g)} columns, the answer has {len(header)}"
         for col, v, w in zip(header, g, want):
             text = _text(v)
             if text is not None:

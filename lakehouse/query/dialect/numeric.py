@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from lakehouse.query.dialect.infer import ChildTypes, Rule
-from lakehouse.query.dialect.macros import call, parse_duckdb
+from lakehouse.query.dialect.macros import call, parse_duckdb, sql_of
 from lakehouse.query.dialect.refuse import FnKey, duck_refuse
 from lakehouse.query.dialect.types import FRACTIONAL, INTEGRAL, as_decimal, decimal_of
 
@@ -47,6 +47,46 @@ def _div(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | No
     return exp.Div(this=a, expression=call("lh_nonzero", b))
 
 
+def _natural(e: exp.Expression, c: ChildTypes) -> tuple[tuple[int, int], tuple[int, int], int, int] | None:
+    """For + - * of decimals: the operands' (precision, scale) and the result's precision and
+    scale before Spark adjusts them to 38 digits; None when either operand is not a decimal."""
+    da = as_decimal(c.get("this"), e.this if isinstance(e.this, exp.Literal) else None)
+    db = as_decimal(c.get("expression"), e.expression if isinstance(e.expression, exp.Literal) else None)
+    if not da or not db or not (decimal_of(c.get("this")) or decimal_of(c.get("expression"))):
+        return None
+    (p1, s1), (p2, s2) = da, db
+    if isinstance(e, exp.Mul):
+        return da, db, p1 + p2 + 1, s1 + s2
+    s = max(s1, s2)
+    return da, db, max(p1 - s1, p2 - s2) + s + 1, s
+
+
+def _add_sub_mul(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    natural = _natural(e, c)
+    d = decimal_of(t)
+    if natural is None or d is None:
+        return None
+    if natural[2] <= 38:  # DuckDB's decimal arithmetic gives the same digits (a product of two
+        (p1, s1), (p2, s2) = natural[0], natural[1]  # 18-digit decimals: in 128 bits, not 64)
+        if isinstance(e, exp.Mul) and p1 <= 18 and p2 <= 18:
+            return exp.Mul(this=exp.Cast(this=e.this, to=exp.DataType.build(f"DECIMAL(19,{s1})")),
+                           expression=e.expression)
+        return None
+    (_, s1), (_, s2), _, scale = natural
+    if isinstance(e, exp.Mul):
+        raise duck_refuse(f"{e.sql('spark')}", f"a product of decimals beyond 38 digits (Spark rounds it to {t})")
+    # Spark adds exactly, then rounds half up to the adjusted scale: here on the unscaled integers
+    a = f"{_unscaled(e.this, s1)} * {10 ** (scale - s1)}"
+    b = f"{_unscaled(e.expression, s2)} * {10 ** (scale - s2)}"
+    op = "+" if isinstance(e, exp.Add) else "-"
+    exact = _decimal_of_unscaled(f"lh_div_half_up(({a}) {op} ({b}), {10 ** (scale - d[1])})", d[0], d[1])
+    # the integers of digits hold 38 digits: operands that add up beyond are refused (at run time)
+    size = (f"abs(CAST({sql_of(e.this)} AS DOUBLE)) * 1e{scale} + abs(CAST({sql_of(e.expression)} AS DOUBLE)) "
+            f"* 1e{scale}")
+    return parse_duckdb(f"CASE WHEN {size} >= 8e37 THEN error('{op} of decimals whose digits exceed 37 is refused on "
+                        f"DuckDB: run it with --engine spark') ELSE {exact.sql('duckdb', identify=True)} END")
+
+
 def _intdiv(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
     a, b = c.get("this"), c.get("expression")
     if a not in INTEGRAL or b not in INTEGRAL:
@@ -80,13 +120,16 @@ def _sum(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | No
         return None
     # Spark's sum of a wide decimal is a decimal(38,s): beyond it, an overflow error under ANSI
     total = e.copy().sql("duckdb", identify=True)
-    return parse_duckdb(f"CASE WHEN abs({total}) >= 1e{38 - d[1]} THEN "
+    top = f"CAST('{'9' * (38 - d[1])}.{'9' * d[1]}' AS DECIMAL(38,{d[1]}))" if d[1] else f"CAST('{'9' * 38}' AS DECIMAL(38,0))"
+    return parse_duckdb(f"CASE WHEN abs({total}) > {top} THEN "
                         f"error('[ARITHMETIC_OVERFLOW] Overflow in sum of decimals') ELSE {total} END")
 
 
 def _floor_ceil(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
     if c.get("this") in INTEGRAL and e.args.get("decimals") is None:
         return exp.Cast(this=e.this, to=exp.DataType.build("BIGINT"))  # Spark: the value, a bigint
+    if e.args.get("decimals") is not None:
+        raise duck_refuse(f"{e.sql('spark').split('(')[0].lower()}() to a number of places", "not translated")
     if c.get("this") in FRACTIONAL and e.args.get("decimals") is None:
         return call("lh_long_of_double", e.copy())  # Spark: a bigint, as Java converts a double
     return None
@@ -98,6 +141,9 @@ RULES: dict[FnKey, Rule] = {
     exp.Mod: _mod,
     exp.Avg: _avg,
     exp.Sum: _sum,
+    exp.Add: _add_sub_mul,
+    exp.Sub: _add_sub_mul,
+    exp.Mul: _add_sub_mul,
     exp.Floor: _floor_ceil,
     exp.Ceil: _floor_ceil,
 }

@@ -36,13 +36,18 @@ def args_of(e: exp.Expression) -> dict[str, str]:
     return out
 
 
-def template(sql: str, *, numeric: tuple[str, ...] = ()) -> Rule:
+def template(sql: str, *, numeric: tuple[str, ...] = (), integral: tuple[str, ...] = ()) -> Rule:
     """A rule that writes the function as ``sql`` (see the module doc); ``numeric``: the argument
-    keys that must be numbers (else refused: Spark would cast a string first)."""
+    keys that must be numbers (else refused: Spark would cast a string first); ``integral``: those
+    that must be integers (Spark truncates a fraction where a plain CAST would round)."""
     def rule(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
         for k in numeric:
             if k in c and not is_numeric(c.get(k)) and c.get(k) != "void":
                 raise duck_refuse(f"{_name(e)}() of a {c.get(k) or 'value of unknown type'}", "only numbers are translated")
+        for k in integral:
+            if k in c and c.get(k) not in INTEGRAL and c.get(k) != "void":
+                raise duck_refuse(f"{_name(e)}() with a {c.get(k) or 'value of unknown type'} count",
+                                  "only integer counts are translated")
         args = args_of(e)
         if isinstance(e, exp.Anonymous):
             args.update({f"expressions_{i}": sql_of(a) for i, a in enumerate(e.expressions)})
@@ -85,7 +90,8 @@ def _log(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | No
     if x is None:  # log(x) in a dialect where it is the natural logarithm
         x, base = base, None
     xs = f"CAST({sql_of(x)} AS DOUBLE)"
-    if isinstance(base, exp.Literal) and base.name == "10":
+    # log10(x): a base sqlglot made (no place in the text); log(10, x) is ln(x) / ln(10) on Spark
+    if isinstance(base, exp.Literal) and base.name == "10" and "line" not in base.meta:
         return parse_duckdb(f"CASE WHEN {xs} <= 0 THEN NULL ELSE log10({xs}) END")
     if base is None:
         return parse_duckdb(f"CASE WHEN {xs} <= 0 THEN NULL ELSE ln({xs}) END")
@@ -111,7 +117,11 @@ def _round_double(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expres
         f"WHEN abs({x}) >= 1e37 THEN {x} + 0.0 "  # 17 digits: what is rounded off is zeros
         f"WHEN abs({x}) >= 1e17 THEN CAST(CAST(round(CAST(CAST({x} AS VARCHAR) AS DECIMAL(38,0)), {n}) AS VARCHAR) "
         f"AS DOUBLE) "
-        f"ELSE CAST(CAST(round(CAST(CAST({x} AS VARCHAR) AS DECIMAL(38,20)), {n}) AS VARCHAR) AS DOUBLE) END")
+        + (f"WHEN abs({x}) < 1e-3 AND abs({x}) >= 5e-{n + 1} THEN error('round() of a double below 0.001 "
+           f"to {n} places is refused on DuckDB: its digits exceed 20 places; run it with --engine spark') "
+           if n > 2 else "")
+        + (f"WHEN abs({x}) < 5e-{n + 1} THEN 0.0 " if n >= 0 else "")  # zero, as Spark's (never -0.0)
+        + f"ELSE CAST(CAST(round(CAST(CAST({x} AS VARCHAR) AS DECIMAL(38,20)), {n}) AS VARCHAR) AS DOUBLE) END")
 
 
 def _negate(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
@@ -174,7 +184,7 @@ SCALARS: dict[FnKey, tuple[Rule, Typer | None]] = {
     exp.Acos: (template(_double_domain("acos", "abs({x}) > 1", _NAN), numeric=("this",)), of("double")),
     exp.Asin: (template(_double_domain("asin", "abs({x}) > 1", _NAN), numeric=("this",)), of("double")),
     exp.Atan: (template(f"atan({_D})", numeric=("this",)), of("double")),
-    exp.Atan2: (template("atan2(CAST({this} AS DOUBLE), CAST({expression} AS DOUBLE))",
+    exp.Atan2: (template("atan2(CAST({this} AS DOUBLE) + 0.0, CAST({expression} AS DOUBLE) + 0.0)",
                          numeric=("this", "expression")), of("double")),
     exp.Sin: (template(_double_domain("sin", "isinf({x})", _NAN), numeric=("this",)), of("double")),
     exp.Cos: (template(_double_domain("cos", "isinf({x})", _NAN), numeric=("this",)), of("double")),
@@ -196,18 +206,19 @@ SCALARS: dict[FnKey, tuple[Rule, Typer | None]] = {
     exp.Neg: (_negate, None),
     "positive": (template("({expressions_0})", numeric=("expressions.0",)), same("expressions.0")),
     # Spark counts the bits of the value widened to a bigint (an int's sign bits too)
-    exp.BitwiseCount: (template("CAST(bit_count(CAST({this} AS BIGINT)) AS INTEGER)", numeric=("this",)), of("int")),
+    exp.BitwiseCount: (template("CAST(bit_count(CAST({this} AS BIGINT)) AS INTEGER)", integral=("this",)), of("int")),
     # strings
     exp.Upper: (template("lh_upper({this})"), of("string")),  # Spark's full case mapping (dialect.casing)
     exp.Lower: (template("lh_lower({this})"), of("string")),
     exp.Ascii: (template("CASE WHEN {this} = '' THEN 0 ELSE ascii({this}) END"), of("int")),
-    exp.Reverse: (template("reverse({this})"), of("string")),
-    exp.Repeat: (template(f"CASE WHEN {{times}} < 1 THEN {_EMPTY} ELSE repeat({{this}}, CAST({{times}} AS BIGINT)) END"),
-                 of("string")),
+    # Spark reverses code points; DuckDB's reverse() keeps a letter and its combining marks together
+    exp.Reverse: (template("list_aggregate(list_reverse(string_split({this}, '')), 'string_agg', '')"), of("string")),
+    exp.Repeat: (template(f"CASE WHEN {{times}} < 1 THEN {_EMPTY} ELSE repeat({{this}}, CAST({{times}} AS BIGINT)) END",
+                          integral=("times",)), of("string")),
     exp.Left: (template(f"CASE WHEN {{expression}} < 1 THEN {_EMPTY} "
-                        "ELSE left({this}, CAST({expression} AS BIGINT)) END"), of("string")),
+                        "ELSE left({this}, CAST({expression} AS BIGINT)) END", integral=("expression",)), of("string")),
     exp.Right: (template(f"CASE WHEN {{expression}} < 1 THEN {_EMPTY} "
-                         "ELSE right({this}, CAST({expression} AS BIGINT)) END"), of("string")),
+                         "ELSE right({this}, CAST({expression} AS BIGINT)) END", integral=("expression",)), of("string")),
     exp.StartsWith: (template("starts_with({this}, {expression})"), of("boolean")),
     exp.EndsWith: (template("ends_with({this}, {expression})"), of("boolean")),
     exp.Contains: (template("contains({this}, {expression})"), of("boolean")),
@@ -220,16 +231,18 @@ SCALARS: dict[FnKey, tuple[Rule, Typer | None]] = {
     exp.Hex: (_hex, of("string")),
     exp.ToBase64: (template("to_base64(encode({this}))"), of("string")),
     exp.Chr: (template("CASE WHEN {expressions_0} < 0 THEN '' ELSE chr(CAST({expressions_0} % 256 AS INTEGER)) END",
-                       numeric=("expressions.0",)), of("string")),
+                       integral=("expressions.0",)), of("string")),
     exp.Space: (template("CASE WHEN {this} < 1 THEN '' ELSE repeat(' ', CAST({this} AS BIGINT)) END",
-                         numeric=("this",)), of("string")),
+                         integral=("this",)), of("string")),
     exp.BitLength: (template("CAST(octet_length(encode({this})) * 8 AS INTEGER)"), of("int")),
     "octet_length": (template("CAST(octet_length(encode({expressions_0})) AS INTEGER)"), of("int")),
     exp.SplitPart: (template(
-        "CASE WHEN {part_index} = 0 THEN error('[INVALID_INDEX_OF_ZERO] split_part: the index 0 is invalid') "
+        "CASE WHEN {this} IS NULL OR {delimiter} IS NULL OR {part_index} IS NULL THEN NULL "
+        "WHEN {part_index} = 0 THEN error('[INVALID_INDEX_OF_ZERO] split_part: the index 0 is invalid') "
         "WHEN {delimiter} = '' THEN CASE WHEN {part_index} IN (1, -1) THEN {this} "
         "WHEN {this} IS NOT NULL THEN '' END "
-        "ELSE split_part({this}, {delimiter}, CAST({part_index} AS BIGINT)) END"), of("string")),
+        "ELSE split_part({this}, {delimiter}, CAST({part_index} AS BIGINT)) END", integral=("part_index",)),
+        of("string")),
     "find_in_set": (template(
         "CASE WHEN {expressions_0} IS NULL OR {expressions_1} IS NULL THEN NULL "
         "WHEN contains({expressions_0}, ',') THEN 0 "
