@@ -132,8 +132,8 @@ def test_lookup_reads_the_cutoff_first_then_the_files_of_that_cutoff(project, sp
     interleaved: list[int] = []
     seen: list[int | None] = []
 
-    def list_then_commit(root, columns=None):
-        out = real_list(root) if columns is None else real_list(root, columns)
+    def list_then_commit(root, columns=None, day=None):
+        out = real_list(root, columns, day)
         if not interleaved:
             interleaved.append(1)
             job.execute(plan2, through="commit")  # commits C2, its files stay next to C1's

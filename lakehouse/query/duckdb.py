@@ -212,6 +212,7 @@ def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]
 def translate(tables: list[TableSource], sql: str) -> Any:
     """Check one Spark SQL statement and translate it for DuckDB (a dialect.translate.Translation)."""
     from lakehouse.query import guard
+    from lakehouse.query.dialect.datetimes import refuse_patterns
     from lakehouse.query.dialect.refuse import duck_refuse
     from lakehouse.query.dialect.translate import Translator
 
@@ -219,6 +220,7 @@ def translate(tables: list[TableSource], sql: str) -> Any:
     if checked.kind != "query":
         raise duck_refuse(checked.kind.upper(), "its output is Spark's own")
     assert checked.tree is not None
+    refuse_patterns(sql)
     return Translator(schema(tables)).translate(checked.tree)
 
 

@@ -112,7 +112,7 @@ def strftime_of(pattern: str) -> str | None:
                 return None
             out.append("'" if end == i + 1 else pattern[i + 1:end].replace("%", "%%"))
             i = end + 1
-            continue
+            continue  # (sqlglot splits quoted text off the pattern: such a call is refused before)
         if ch.isalpha():
             j = i
             while j < len(pattern) and pattern[j] == ch:
@@ -123,9 +123,26 @@ def strftime_of(pattern: str) -> str | None:
             out.append(code)
             i = j
             continue
+        if ch not in _LITERAL:  # Java gives [ ] # { } a meaning (optional sections, reserved)
+            return None
         out.append("%%" if ch == "%" else ch)
         i += 1
     return "".join(out)
+
+
+_LITERAL = set(" -:/.,_%0123456789")
+"""The characters a pattern may hold outside letters: printed as they are by both engines."""
+
+
+def refuse_patterns(sql: str) -> None:
+    """Refuse a date_format() whose pattern, as written, has a letter sqlglot would turn into
+    another one on reading it (``YYYY``, Java's week-based year, reads as ``yyyy``)."""
+    import re
+
+    for m in re.finditer(r"date_format\s*\((?:[^()']|\([^()]*\))*,\s*'([^']*)'\s*\)", sql, re.IGNORECASE):
+        letters = set(re.sub(r"[^A-Za-z]", "", m.group(1)))
+        if letters - set("yMdHhmsSaE"):
+            raise duck_refuse(f"date_format() with the pattern {m.group(1)!r}", "its letters are not translated")
 
 
 def _date_format(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:

@@ -88,6 +88,10 @@ def type_of(e: exp.Expression, scope: Scope, c: ChildTypes) -> str | None:
     if isinstance(e, (exp.Alias, exp.Paren)):
         return ct
     if isinstance(e, exp.Neg):
+        lit = e.this
+        if isinstance(lit, exp.Literal) and not lit.is_string and re.fullmatch(r"\d+", lit.this):
+            # Spark reads the sign as part of the number: -2147483648 is an int
+            return "int" if int(lit.this) <= 2**31 else "bigint" if int(lit.this) <= 2**63 else ct
         return ct
     if isinstance(e, (exp.Cast, exp.TryCast)):
         return spark_type_of(e.args["to"])

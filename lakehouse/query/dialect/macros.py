@@ -14,11 +14,14 @@ MACROS = [*CASING,
     # ANSI: division by zero is an error, as on Spark.
     ("CREATE OR REPLACE MACRO lh_nonzero(b) AS CASE WHEN b = 0 THEN "
      "error('[DIVIDE_BY_ZERO] Division by zero') ELSE b END"),
+    # n / d rounded half up (away from zero), on integers, never forming 2n (no overflow)
     ("CREATE OR REPLACE MACRO lh_div_half_up(n, d) AS CASE WHEN d = 0 THEN "
-     "error('[DIVIDE_BY_ZERO] Division by zero') WHEN (n < 0) = (d < 0) THEN "
-     "(2 * abs(n) + abs(d)) // (2 * abs(d)) ELSE -((2 * abs(n) + abs(d)) // (2 * abs(d))) END"),
-    ("CREATE OR REPLACE MACRO lh_avg_half_up(n, d) AS CASE WHEN d = 0 THEN NULL "
-     "ELSE lh_div_half_up(n, d) END"),
+     "error('[DIVIDE_BY_ZERO] Division by zero') ELSE (CASE WHEN (n < 0) = (d < 0) THEN 1 ELSE -1 END) * "
+     "(abs(n) // abs(d) + CASE WHEN abs(n) % abs(d) >= abs(d) - abs(n) % abs(d) THEN 1 ELSE 0 END) END"),
+    # an average at p (a power of ten) times the scale of its sum n: the quotient first, so only
+    # the result must fit in 128 bits
+    ("CREATE OR REPLACE MACRO lh_avg_half_up(n, d, p) AS CASE WHEN d = 0 THEN NULL "
+     "ELSE (CASE WHEN n < 0 THEN -1 ELSE 1 END) * ((abs(n) // d) * p + lh_div_half_up((abs(n) % d) * p, d)) END"),
     # Spark: r = a % b; if r < 0 then (r + b) % b else r
     ("CREATE OR REPLACE MACRO lh_pmod(a, b) AS CASE WHEN a % lh_nonzero(b) < 0 "
      "THEN (a % b + b) % b ELSE a % b END"),

@@ -66,15 +66,22 @@ def _add_sub_mul(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Express
     d = decimal_of(t)
     if natural is None or d is None:
         return None
-    if natural[2] <= 38:  # DuckDB's decimal arithmetic gives the same digits (a product of two
-        (p1, s1), (p2, s2) = natural[0], natural[1]  # 18-digit decimals: in 128 bits, not 64)
-        if isinstance(e, exp.Mul) and p1 <= 18 and p2 <= 18:
-            return exp.Mul(this=exp.Cast(this=e.this, to=exp.DataType.build(f"DECIMAL(19,{s1})")),
-                           expression=e.expression)
-        return None
-    (_, s1), (_, s2), _, scale = natural
+    (p1, s1), (p2, s2), _, scale = natural
     if isinstance(e, exp.Mul):
-        raise duck_refuse(f"{e.sql('spark')}", f"a product of decimals beyond 38 digits (Spark rounds it to {t})")
+        # DuckDB multiplies two decimals of 18 digits or fewer in 64 bits: widen one to 128
+        a = exp.Cast(this=e.this, to=exp.DataType.build(f"DECIMAL(19,{s1})")) if p1 <= 18 and p2 <= 18 else e.this
+        product = exp.Mul(this=a, expression=e.expression)
+        if scale == d[1]:
+            return product if a is not e.this else None
+        # Spark keeps fewer places than the exact product has: it rounds half up to them. DuckDB
+        # holds the exact product in 38 digits: a product beyond them is refused (at run time)
+        rounded = exp.Cast(this=call("round", product, exp.Literal.number(d[1])),
+                           to=exp.DataType.build(f"DECIMAL(38,{d[1]})")).sql("duckdb", identify=True)
+        size = f"abs(CAST({sql_of(e.this)} AS DOUBLE) * CAST({sql_of(e.expression)} AS DOUBLE)) * 1e{scale}"
+        return parse_duckdb(f"CASE WHEN {size} >= 9e37 THEN error('* of decimals whose exact product exceeds 38 "
+                            f"digits is refused on DuckDB: run it with --engine spark') ELSE {rounded} END")
+    if scale == d[1]:
+        return None  # DuckDB adds exactly at the same scale
     # Spark adds exactly, then rounds half up to the adjusted scale: here on the unscaled integers
     a = f"{_unscaled(e.this, s1)} * {10 ** (scale - s1)}"
     b = f"{_unscaled(e.expression, s2)} * {10 ** (scale - s2)}"
@@ -110,8 +117,7 @@ def _avg(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | No
         return None
     p, s = decimal_of(t)  # type: ignore[misc]
     x = e.this.sql("duckdb", identify=True)
-    num = f"{_unscaled(f'sum({x})', d[1])} * {10 ** (s - d[1])}"
-    return _decimal_of_unscaled(f"lh_avg_half_up({num}, count({x}))", p, s)
+    return _decimal_of_unscaled(f"lh_avg_half_up({_unscaled(f'sum({x})', d[1])}, count({x}), {10 ** (s - d[1])})", p, s)
 
 
 def _sum(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:

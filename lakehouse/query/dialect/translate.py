@@ -9,6 +9,7 @@ NULLs. The result columns carry Spark's names and types (``Translation``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from sqlglot import exp
 
@@ -52,14 +53,10 @@ class Translator:
     def translate(self, tree: exp.Expression) -> Translation:
         """The DuckDB SQL of a checked query (left unchanged) with Spark's result columns."""
         tree = tree.copy()
-        for node in list(tree.find_all(exp.Anonymous)):  # Spark's other names of known functions
-            alias = ALIASES.get(node.name.lower())
-            if alias is not None and len(node.expressions) == 1:
-                node.replace(alias(this=node.expressions[0]))
         for wrap in list(tree.find_all(exp.TimeStrToTime)):  # sqlglot's wrap of date_format's argument
             if isinstance(wrap.parent, exp.TimeToStr):
                 wrap.replace(wrap.this)
-        refuse_functions(tree, REWRITES)
+        refuse_functions(tree, {*REWRITES, *ALIASES})
         names, types, exprs = self.query(tree, {})
         for i, (n, e) in enumerate(zip(names, exprs)):
             if n is None:
@@ -202,6 +199,12 @@ class Translator:
                     if isinstance(v, exp.Expression):
                         child_types[f"{key}.{i}"] = self.expr(v, scope, ctes)
         fn = fn_key(e)
+        if isinstance(fn, str) and fn in ALIASES:  # Spark's other name of a function: typed and
+            if len(e.expressions) != 1:  # rewritten as that one (its result column keeps this name)
+                raise duck_refuse(f"{fn}() of {len(e.expressions)} arguments", "it takes one")
+            named = cast(exp.Expression, ALIASES[fn](this=e.expressions[0]))
+            e.replace(named)
+            e, child_types, fn = named, {"this": child_types.get("expressions.0")}, type(named)
         typer = TYPES.get(fn)
         t = typer(e, child_types) if typer is not None else type_of(e, scope, child_types)
         rule = REWRITES.get(fn)
