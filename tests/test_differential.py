@@ -14,7 +14,6 @@ a column with aggregates. ``make test`` runs a fixed budget with a fixed seed
 from __future__ import annotations
 
 import json
-import math
 import os
 
 import pytest
@@ -23,8 +22,8 @@ from hypothesis import strategies as st
 
 from lakehouse.errors import QueryError
 from lakehouse.output import dumps
-from lakehouse.query.compare import REL_TOL
-from lakehouse.query.dialect.catalog import LAST_BITS, ORDER_DEPENDENT, ULPS
+from lakehouse.query.dialect.catalog import LAST_BITS, ORDER_DEPENDENT
+from tests.test_functions_parity import close
 
 pytestmark = pytest.mark.spark
 
@@ -142,19 +141,7 @@ def _outcome(p, sql: str, engine: str) -> tuple[str, str]:
 
 
 def _close(u, v, sql: str) -> bool:
-    order = any(f"{f}(" in sql for f in ORDER_DEPENDENT)
-    bits = any(f"{f}(" in sql for f in LAST_BITS)
-    if type(u) is not type(v) or (isinstance(u, float) and math.copysign(1, u) != math.copysign(1, v)):
-        return False
-    if isinstance(u, float) and isinstance(v, float):
-        if order:
-            return math.isclose(u, v, rel_tol=REL_TOL, abs_tol=REL_TOL)
-        return u == v or (bits and abs(u - v) <= ULPS * math.ulp(max(abs(u), abs(v))))
-    if isinstance(u, list) and isinstance(v, list) and len(u) == len(v):
-        return all(_close(a, b, sql) for a, b in zip(u, v))
-    if isinstance(u, dict) and isinstance(v, dict) and list(u) == list(v):
-        return all(_close(u[k], v[k], sql) for k in u)
-    return u == v
+    return close(u, v, any(f"{f}(" in sql for f in ORDER_DEPENDENT), any(f"{f}(" in sql for f in LAST_BITS))
 
 
 def check(p, sql: str) -> None:

@@ -231,7 +231,7 @@ REFUSED: list[tuple[str, str]] = [
     ("date_format(ts, 'yyyy-MM-dd''T''HH')", "date_format() with a pattern"),
     ("date_format(s, 'yyyy')", "date_format() of a string"),
     ("date_format(ts, 'YYYY')", "date_format() with the pattern 'YYYY'"),  # week-based year, read as yyyy
-    ("date_format(ts, 'yyyy[MM]')", "date_format() with the pattern 'yyyy[MM]'"),  # an optional section  # DuckDB counts bytes, Spark characters
+    ("date_format(ts, 'yyyy[MM]')", "date_format() with the pattern 'yyyy[MM]'"),  # an optional section
     ("sum(i) OVER (ORDER BY i RANGE BETWEEN 5 PRECEDING AND CURRENT ROW)", "RANGE frame with an offset"),
 ]
 
@@ -267,28 +267,30 @@ def _both(p, sql: str) -> tuple[str, str]:
     return (dumps(p.lh.query(sql, "spark").to_pylist()), dumps(p.lh.query(sql, "duckdb").to_pylist()))
 
 
+def close(u, v, order: bool, bits: bool) -> bool:
+    """Two JSON values alike under the floating-point rule: the same, but doubles within the
+    relative ``REL_TOL`` (``order``: from an ``ORDER_DEPENDENT`` aggregate) or within ``ULPS``
+    units in the last place (``bits``: from a ``LAST_BITS`` function); the sign of zero and the
+    type always the same."""
+    if type(u) is not type(v):
+        return False
+    if isinstance(u, float):
+        if math.copysign(1, u) != math.copysign(1, v):
+            return False
+        if order:
+            return math.isclose(u, v, rel_tol=REL_TOL, abs_tol=REL_TOL)
+        return u == v or (bits and abs(u - v) <= ULPS * math.ulp(max(abs(u), abs(v))))
+    if isinstance(u, list):
+        return len(u) == len(v) and all(close(a, b, order, bits) for a, b in zip(u, v))
+    if isinstance(u, dict):
+        return list(u) == list(v) and all(close(u[k], v[k], order, bits) for k in u)
+    return u == v
+
+
 def _same(spark_json: str, duck_json: str, name: str) -> bool:
-    """The same JSON; for a function of ``LAST_BITS``, numbers within ``ULPS`` units in the last
-    place; for an aggregate of ``ORDER_DEPENDENT``, within the relative ``REL_TOL``."""
-    if spark_json == duck_json or name not in LAST_BITS | ORDER_DEPENDENT:
-        return spark_json == duck_json
-
-    def close(u, v) -> bool:
-        if type(u) is not type(v):
-            return False
-        if isinstance(u, float) and math.copysign(1, u) != math.copysign(1, v):
-            return False
-        if isinstance(u, float) and isinstance(v, float):
-            if name in ORDER_DEPENDENT:
-                return math.isclose(u, v, rel_tol=REL_TOL, abs_tol=REL_TOL)
-            return u == v or abs(u - v) <= ULPS * math.ulp(max(abs(u), abs(v)))
-        if isinstance(u, list) and isinstance(v, list) and len(u) == len(v):
-            return all(close(a, b) for a, b in zip(u, v))
-        if isinstance(u, dict) and isinstance(v, dict) and list(u) == list(v):
-            return all(close(u[k], v[k]) for k in u)
-        return u == v
-
-    return close(json.loads(spark_json), json.loads(duck_json))
+    if spark_json == duck_json:
+        return True
+    return close(json.loads(spark_json), json.loads(duck_json), name in ORDER_DEPENDENT, name in LAST_BITS)
 
 
 @pytest.mark.parametrize("name", sorted([*CASES, *AGGREGATES]))

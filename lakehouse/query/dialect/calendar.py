@@ -7,7 +7,7 @@ from sqlglot import exp
 
 from lakehouse.query.dialect.infer import ChildTypes, Rule, Typer
 from lakehouse.query.dialect.macros import parse_duckdb, sql_of
-from lakehouse.query.dialect.refuse import FnKey, duck_refuse
+from lakehouse.query.dialect.refuse import FnKey, duck_refuse, spark_func_name
 from lakehouse.query.dialect.types import INTEGRAL
 
 _DAYS = {"SU": 7, "SUN": 7, "SUNDAY": 7, "MO": 1, "MON": 1, "MONDAY": 1, "TU": 2, "TUE": 2, "TUESDAY": 2,
@@ -26,11 +26,8 @@ def _date_arg(e: exp.Expression, c: ChildTypes, key: str = "this") -> str:
         return sql_of(arg)
     if t == "timestamp":
         return f"CAST({sql_of(arg)} AS DATE)"
-    raise duck_refuse(f"{_name(e)}() of a {t or 'value of unknown type'}", "only dates and timestamps are translated")
+    raise duck_refuse(f"{spark_func_name(e)}() of a {t or 'value of unknown type'}", "only dates and timestamps are translated")
 
-
-def _name(e: exp.Expression) -> str:
-    return e.name.lower() if isinstance(e, exp.Anonymous) else e.sql("spark").split("(", 1)[0].strip().lower()
 
 
 def _int_of(fn: str) -> Rule:
@@ -75,7 +72,7 @@ def _unix_date(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expressio
 def _epoch(per_second: int) -> Rule:
     def rule(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
         if c.get("this") not in ("timestamp", "date"):  # (a format applies to text only)
-            raise duck_refuse(f"{_name(e)}() of a {c.get('this') or 'value of unknown type'}",
+            raise duck_refuse(f"{spark_func_name(e)}() of a {c.get('this') or 'value of unknown type'}",
                               "only dates and timestamps are translated")
         us = f"epoch_us(CAST({sql_of(e.this)} AS TIMESTAMPTZ))"
         return parse_duckdb(us if per_second == 1_000_000 else f"lh_floordiv({us}, {1_000_000 // per_second})")

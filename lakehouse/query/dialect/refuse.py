@@ -73,7 +73,10 @@ def duck_refuse(construct: str, why: str) -> QueryError:
 
 
 def spark_func_name(e: exp.Expression) -> str:
-    """A function's name as Spark spells it (sqlglot's class names are not Spark's)."""
+    """A function's name as Spark spells it (sqlglot's class names are not Spark's; a function
+    sqlglot does not know keeps the name it was called by)."""
+    if isinstance(e, exp.Anonymous):
+        return e.name.lower()
     return e.sql("spark").split("(", 1)[0].strip().lower()
 
 

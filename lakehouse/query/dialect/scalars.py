@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from lakehouse.query.dialect.infer import ChildTypes, Rule, Typer
 from lakehouse.query.dialect.macros import parse_duckdb, sql_of
-from lakehouse.query.dialect.refuse import FnKey, duck_refuse
+from lakehouse.query.dialect.refuse import FnKey, duck_refuse, spark_func_name
 from lakehouse.query.dialect.types import FRACTIONAL, INTEGRAL, decimal_of, is_numeric
 
 _D = "CAST({this} AS DOUBLE)"
@@ -43,10 +43,10 @@ def template(sql: str, *, numeric: tuple[str, ...] = (), integral: tuple[str, ..
     def rule(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
         for k in numeric:
             if k in c and not is_numeric(c.get(k)) and c.get(k) != "void":
-                raise duck_refuse(f"{_name(e)}() of a {c.get(k) or 'value of unknown type'}", "only numbers are translated")
+                raise duck_refuse(f"{spark_func_name(e)}() of a {c.get(k) or 'value of unknown type'}", "only numbers are translated")
         for k in integral:
             if k in c and c.get(k) not in INTEGRAL and c.get(k) != "void":
-                raise duck_refuse(f"{_name(e)}() with a {c.get(k) or 'value of unknown type'} count",
+                raise duck_refuse(f"{spark_func_name(e)}() with a {c.get(k) or 'value of unknown type'} count",
                                   "only integer counts are translated")
         args = args_of(e)
         if isinstance(e, exp.Anonymous):
@@ -54,12 +54,9 @@ def template(sql: str, *, numeric: tuple[str, ...] = (), integral: tuple[str, ..
         try:
             return parse_duckdb(sql.format(**args))
         except KeyError as missing:
-            raise duck_refuse(f"{_name(e)}() without its argument {missing}", "not translated") from None
+            raise duck_refuse(f"{spark_func_name(e)}() without its argument {missing}", "not translated") from None
     return rule
 
-
-def _name(e: exp.Expression) -> str:
-    return e.name.lower() if isinstance(e, exp.Anonymous) else e.sql("spark").split("(", 1)[0].strip().lower()
 
 
 def of(t: str) -> Typer:
