@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from lakehouse.errors import QueryError
 from lakehouse.output import dumps
 from lakehouse.query.dialect.catalog import LAST_BITS, ORDER_DEPENDENT
-from tests.test_functions_parity import close
+from tests.test_functions_parity import close, make_fx
 
 pytestmark = pytest.mark.spark
 
@@ -160,13 +160,7 @@ def check(p, sql: str) -> None:
 
 @pytest.fixture(scope="module")
 def diff_project(tmp_path_factory, spark):
-    from tests.conftest import Project
-    from tests.test_functions_parity import _ROWS, FX, HEADER
-
-    p = Project(tmp_path_factory.mktemp("differential") / "proj")
-    p.table(FX).create("fx")
-    p.lh.load("fx", [p.csv("fx.csv", HEADER, _ROWS)])
-    return p
+    return make_fx(tmp_path_factory, "differential")
 
 
 _settings = settings(max_examples=EXAMPLES, deadline=None, database=None,

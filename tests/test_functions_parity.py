@@ -236,14 +236,19 @@ REFUSED: list[tuple[str, str]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def fx_project(tmp_path_factory, spark):
+def make_fx(tmp_path_factory, name: str):
+    """A project holding the hostile table ``fx`` (this module's and the differential test's)."""
     from tests.conftest import Project
 
-    p = Project(tmp_path_factory.mktemp("functions") / "proj")
+    p = Project(tmp_path_factory.mktemp(name) / "proj")
     p.table(FX).create("fx")
     p.lh.load("fx", [p.csv("fx.csv", HEADER, _ROWS)])
     return p
+
+
+@pytest.fixture(scope="module")
+def fx_project(tmp_path_factory, spark):
+    return make_fx(tmp_path_factory, "functions")
 
 
 EXTRA = {"sum (window frames)", "+ - * of wide decimals"}
