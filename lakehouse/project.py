@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from lakehouse.jobs.vacuum import VacuumPlan
     from lakehouse.lateness.core import Profile
     from lakehouse.quality.model import Report
+    from lakehouse.query import TableSource
     from lakehouse.query.asof import AsOf
+    from lakehouse.query.runs import Plan as RunsPlan
 
 log = logging.getLogger(__name__)
 Engine = Literal["spark", "duckdb"]
@@ -370,19 +372,27 @@ class Lakehouse:
 
     # -- queries --------------------------------------------------------------------------
 
-    def query(self, sql: str, engine: Engine = "spark", as_of: Any = None) -> pa.Table:
+    def query(self, sql: str, engine: Engine = "spark", as_of: Any = None, runs: bool = True) -> pa.Table:
         """Run SQL over all tables on one engine. ``as_of``: the split views of a past moment,
         an archive version (int, when the SQL reads one table), a timestamp (ISO 8601 string
-        or datetime; UTC without an offset) or what ``self.as_of`` resolved."""
+        or datetime; UTC without an offset) or what ``self.as_of`` resolved. ``runs``: answer
+        group counts and sums from the archive's run lengths where they can (``explain``)."""
         from lakehouse.query.asof import AsOf
 
-        definitions = self.definitions()
-        tables = sources(self.settings.warehouse, definitions)
-        if len(tables) < len(definitions):
-            _refuse_uncreated(sql, set(definitions) - {t.name for t in tables})
+        tables = self._query_tables(sql)
         pinned = None
         if as_of is not None:
             pinned = as_of if isinstance(as_of, AsOf) else self.as_of(sql, as_of)
+        elif runs and engine in ("spark", "duckdb"):
+            plan = self.explain(sql, tables=tables)
+            if plan.shape is not None and plan.groups is not None:
+                if engine == "duckdb":
+                    from lakehouse.query import duckdb as duck
+
+                    return duck.run_groups(tables, plan.shape.sql, plan.groups.table, plan.groups.types)
+                from lakehouse.query import spark as spark_engine
+
+                return spark_engine.run_groups(self.spark(), plan.shape.sql, plan.groups.table, plan.groups.types)
         if engine == "spark":
             from lakehouse.query import spark as spark_engine
 
@@ -392,6 +402,21 @@ class Lakehouse:
 
             return duck.run(tables, sql, as_of=pinned)
         raise QueryError(f"unknown engine {engine!r} (expected spark or duckdb)")
+
+    def explain(self, sql: str, tables: list[TableSource] | None = None) -> RunsPlan:
+        """How ``query`` answers ``sql`` (no Spark): from the archive's run lengths (the groups
+        read, the rewritten SQL) or from the data files, and why (lakehouse.query.runs.Plan)."""
+        from lakehouse.query.runs import plan
+
+        return plan(tables if tables is not None else self._query_tables(sql), sql)
+
+    def _query_tables(self, sql: str) -> list[TableSource]:
+        """The tables a query can read; a query reading a defined table not created yet is refused."""
+        definitions = self.definitions()
+        tables = sources(self.settings.warehouse, definitions)
+        if len(tables) < len(definitions):
+            _refuse_uncreated(sql, set(definitions) - {t.name for t in tables})
+        return tables
 
     def as_of(self, sql: str, value: Any) -> AsOf:
         """The moment ``value`` names (archive version or timestamp) and the versions of every

@@ -209,8 +209,9 @@ def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]
     return out
 
 
-def translate(tables: list[TableSource], sql: str) -> Any:
-    """Check one Spark SQL statement and translate it for DuckDB (a dialect.translate.Translation)."""
+def translate(tables: list[TableSource], sql: str, views: dict[str, list[tuple[str, str | None]]] | None = None) -> Any:
+    """Check one Spark SQL statement and translate it for DuckDB (a dialect.translate.Translation);
+    ``views``: other relations it may read, their columns with Spark types."""
     from lakehouse.query import guard
     from lakehouse.query.dialect.datetimes import refuse_patterns
     from lakehouse.query.dialect.refuse import duck_refuse
@@ -221,7 +222,7 @@ def translate(tables: list[TableSource], sql: str) -> Any:
         raise duck_refuse(checked.kind.upper(), "its output is Spark's own")
     assert checked.tree is not None
     refuse_patterns(sql)
-    return Translator(schema(tables)).translate(checked.tree)
+    return Translator({**schema(tables), **(views or {})}).translate(checked.tree)
 
 
 def describe(tables: list[TableSource], tree: Any) -> pa.Table:
@@ -253,6 +254,24 @@ def run(tables: list[TableSource], sql: str, con: Any | None = None, as_of: AsOf
     register_views(con, tables, as_of, guard.names_read(checked) if fresh else None)
     sandbox(con, tables)
     return run_on_views(con, tables, sql, checked)
+
+
+def run_groups(tables: list[TableSource], sql: str, groups: pa.Table, types: list[tuple[str, str]]) -> pa.Table:
+    """Run a query rewritten over a split view's groups (lakehouse.query.shape, ``sql`` reads
+    ``GROUP_VIEW``) on DuckDB with Spark's semantics; ``types``: the groups' Spark types."""
+    from lakehouse.query.dialect.conform import conform
+    from lakehouse.query.shape import GROUP_VIEW
+
+    con = connect(delta=False)
+    con.register(GROUP_VIEW, groups)
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    tr = translate(tables, sql, {GROUP_VIEW: [(n, t) for n, t in types]})
+    try:
+        result = con.execute(tr.sql).fetch_arrow_table()
+    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
+        raise QueryError(f"duckdb: {first_line(e)} (SQL as run on DuckDB: {tr.sql})") from None
+    return conform(result, tr)
 
 
 def run_on_views(con: Any, tables: list[TableSource], sql: str, checked: Any = None) -> pa.Table:

@@ -75,7 +75,7 @@ def refuse(construct: str, why: str = _WHY) -> QueryError:
     return QueryError(f"query: {construct} is not allowed: {why}")
 
 
-def func_name(node: exp.Expression) -> str:
+def func_name(node: exp.Expr) -> str:
     """A function's name as written (lower case)."""
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()

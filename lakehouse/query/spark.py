@@ -170,6 +170,23 @@ def run(spark: SparkSession, tables: list[TableSource], sql: str, as_of: AsOf | 
     return run_on_views(spark, sql, checked, complete)
 
 
+def run_groups(spark: SparkSession, sql: str, groups: pa.Table, types: list[tuple[str, str]]) -> pa.Table:
+    """Run a query rewritten over a split view's groups (lakehouse.query.shape, ``sql`` reads
+    ``GROUP_VIEW``) on Spark; ``types``: the groups' Spark types."""
+    from lakehouse.query.shape import GROUP_VIEW
+    from lakehouse.sql import spark_ident
+
+    try:
+        spark.createDataFrame(groups, schema=", ".join(f"{spark_ident(n)} {t}" for n, t in types)
+                              ).createOrReplaceTempView(GROUP_VIEW)
+    except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
+        raise QueryError(f"spark: {first_line(e)}") from None
+    try:
+        return run_on_views(spark, sql)
+    finally:
+        spark.catalog.dropTempView(GROUP_VIEW)
+
+
 def run_on_views(spark: SparkSession, sql: str, checked: guard.Checked | None = None,
                  parsed: Callable[[str], None] | None = None) -> pa.Table:
     """Run one read-only Spark SQL statement on the views registered already (``register_splits``);

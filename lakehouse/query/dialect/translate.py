@@ -56,6 +56,8 @@ class Translator:
         for wrap in list(tree.find_all(exp.TimeStrToTime)):  # sqlglot's wrap of date_format's argument
             if isinstance(wrap.parent, exp.TimeToStr):
                 wrap.replace(wrap.this)
+        for f in list(tree.find_all(exp.Filter)):
+            _unfilter(f)
         refuse_functions(tree, {*REWRITES, *ALIASES})
         names, types, exprs = self.query(tree, {})
         for i, (n, e) in enumerate(zip(names, exprs)):
@@ -213,6 +215,29 @@ class Translator:
             if new is not None and new is not e:
                 e.replace(new)
         return t
+
+
+_NULL_BLIND = (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count, exp.Stddev, exp.StddevPop, exp.StddevSamp,
+               exp.Variance, exp.VariancePop)
+"""Aggregates of one argument that skip its nulls: ``agg(x) FILTER (WHERE w)`` is
+``agg(CASE WHEN w THEN x END)``."""
+
+
+def _unfilter(f: exp.Filter) -> None:
+    """``agg(x) FILTER (WHERE w)`` as ``agg(CASE WHEN w THEN x END)`` where that is the same
+    (``_NULL_BLIND``; ``count(*)`` counts ``CASE WHEN w THEN 1 END``): the rewrites of the
+    aggregate then wrap it whole, which a FILTER clause cannot follow."""
+    agg, where = f.this, f.expression
+    if not isinstance(agg, _NULL_BLIND) or agg.expressions or not isinstance(where, exp.Where):
+        return
+    arg = agg.this
+    distinct = isinstance(arg, exp.Distinct)
+    if distinct and len(arg.expressions) != 1:
+        return
+    inner = arg.expressions[0] if distinct else (exp.Literal.number(1) if isinstance(arg, exp.Star) else arg)
+    case = exp.Case(ifs=[exp.If(this=where.this.copy(), true=inner.copy())])
+    agg.set("this", exp.Distinct(expressions=[case]) if distinct else case)
+    f.replace(agg)
 
 
 def _spark_nulls(o: exp.Ordered) -> None:

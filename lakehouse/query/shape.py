@@ -1,0 +1,255 @@
+"""Which queries the archive's run lengths answer, and the query that answers them from groups.
+
+A query qualifies when it reads one table and aggregates it over the table's sort columns and
+``event_date`` alone: every column it reads outside an aggregate (select list, WHERE, GROUP BY,
+HAVING, ORDER BY, window specifications) is one of the first k sort columns or ``event_date``,
+and each aggregate is either
+
+- *weighted*: over those columns only: ``count(*)``, ``count(e)``, ``count_if(c)``, ``sum(col)``,
+  ``avg(col)``, and the duplicate-blind ``min``, ``max``, ``bool_and``/``bool_or`` and any
+  ``DISTINCT`` aggregate; or
+- a *measure*: ``count``, ``sum``, ``avg``, ``min`` or ``max`` of one other column (a plain vector
+  column, or a sort column deeper than k).
+
+Then the table's rows can be replaced by its groups: one row per (event_date, c1..ck) of a day
+(``GROUP_VIEW``) holding how many records it stands for (``ROWS``) and each measure's partial
+count, sum, minimum and maximum. The query is rewritten to read the groups (pure sqlglot, no
+engine): WHERE, GROUP BY and the rest stay as written (they read only columns the groups keep),
+and each aggregate becomes its re-aggregation (``count(*)`` -> ``coalesce(sum(_lh_rows), 0)``,
+``sum(x)`` -> ``CAST(sum(<partial sum>) AS <Spark's sum type>)``, ...), named as Spark names the
+original. Anything else raises ``NotRuns`` with the reason, and the query reads the data files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp, parse_one
+
+from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
+from lakehouse.query.dialect.names import spark_name
+from lakehouse.query.guard import func_name
+from lakehouse.types import ColumnType
+
+GROUP_VIEW = "_lh_groups"
+"""The name the groups are registered under in the engine that runs the rewritten query."""
+ROWS = "_lh_rows"
+"""The groups' column: how many records a group stands for."""
+
+_RANDOM = frozenset({"rand", "randn", "random", "uuid", "shuffle", "randstr", "uniform"})
+"""Functions whose value differs from row to row: over groups they would be drawn fewer times."""
+_BLIND = (exp.Min, exp.Max, exp.LogicalAnd, exp.LogicalOr)
+"""Aggregates a repeated row does not change."""
+_MEASURED = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+"""Aggregates of a column outside the groups that partial aggregates give."""
+_INTEGRAL = ("int", "long")
+
+
+class NotRuns(Exception):
+    """The query is not answered from the runs (the reason is the message)."""
+
+
+@dataclass
+class Measure:
+    """A column aggregated within the groups, and what the query needs of it."""
+
+    column: str
+    index: int
+    kinds: set[str] = field(default_factory=set)
+
+    def name(self, kind: str) -> str:
+        """The groups' column holding this measure's partial ``kind`` (count, sum, min, max)."""
+        return f"_lh_{self.index}_{kind}"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A query the runs answer: the table, the depth of its groups, its measures, and the Spark
+    SQL that answers it from ``GROUP_VIEW``."""
+
+    table: str
+    depth: int
+    measures: tuple[Measure, ...]
+    sql: str
+
+    def group_columns(self, definition: TableDefinition) -> list[str]:
+        """The columns a group keeps: the first ``depth`` sort columns, then event_date."""
+        return [*definition.archive.sort_columns[: self.depth], PARTITION_COLUMN]
+
+
+def analyse(definitions: dict[str, TableDefinition], tree: exp.Expression) -> Shape:
+    """The shape of a checked query (``guard.check``'s tree), or NotRuns with the reason."""
+    if not isinstance(tree, exp.Select) or tree.args.get("with") or tree.args.get("with_"):
+        raise NotRuns("only a single SELECT (no WITH, UNION or VALUES) is answered from runs")
+    from_ = tree.args.get("from") or tree.args.get("from_")
+    if from_ is None or not isinstance(from_.this, exp.Table) or tree.args.get("joins") or tree.args.get("laterals"):
+        raise NotRuns("the query does not read exactly one table")
+    source: exp.Table = from_.this
+    definition = definitions.get(source.name.lower())
+    if definition is None or source.args.get("db") or any(
+            source.args.get(k) for k in source.args if k not in ("this", "alias")):
+        raise NotRuns(f"{source.sql('spark')} is not a lakehouse table read whole")
+    for node in tree.walk():
+        if node is not tree and isinstance(node, (exp.Select, exp.Subquery)):
+            raise NotRuns("subqueries are not answered from runs")
+        if isinstance(node, exp.Func) and func_name(node) in _RANDOM:
+            raise NotRuns(f"{func_name(node)}() draws a value a row")
+        if isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count):
+            raise NotRuns("SELECT * reads every column")
+    return _Analysis(definition, tree, source).shape()
+
+
+class _Analysis:
+    def __init__(self, definition: TableDefinition, tree: exp.Select, source: exp.Table) -> None:
+        self.d, self.tree, self.source = definition, tree, source
+        self.columns = {c.lower(): c for c in definition.visible_columns}
+        self.types = {c.name: c.type for c in definition.columns}
+        self.types[PARTITION_COLUMN] = ColumnType("date")
+        self.sort = list(definition.archive.sort_columns)
+        self.qualifiers = {source.name.lower(), source.alias_or_name.lower()}
+        self.aliases = {e.alias.lower() for e in tree.expressions if isinstance(e, exp.Alias)}
+
+    def column(self, c: exp.Column) -> str | None:
+        """The table column a reference names (None: an output alias, which ORDER BY and HAVING
+        take before a table column of the same name, as Spark does)."""
+        if c.table and c.table.lower() not in self.qualifiers:
+            raise NotRuns(f"{c.sql('spark')} is not a column of {self.d.name}")
+        if not c.table and c.name.lower() in self.aliases and any(
+                a is self.tree.args.get("order") or isinstance(a, exp.Having) for a in _ancestors(c)):
+            return None
+        name = self.columns.get(c.name.lower())
+        if name is None and (c.table or c.name.lower() not in self.aliases):
+            raise NotRuns(f"{c.sql('spark')} is not a column of {self.d.name}")
+        return name
+
+    def shape(self) -> Shape:
+        aggs = [a for a in self.tree.find_all(exp.AggFunc) if not isinstance(a.parent, exp.Window)]
+        if not aggs and not self.tree.args.get("group") and not self.tree.args.get("distinct"):
+            raise NotRuns("the query does not aggregate")
+        measured = {id(a) for a in aggs if self._measurable(a)}
+        grouped: set[str] = set()
+        for c in self.tree.find_all(exp.Column):
+            name = self.column(c)
+            if name is None or any(id(a) in measured for a in _ancestors(c)):
+                continue
+            if name != PARTITION_COLUMN and name not in self.sort:
+                inside = next((a for a in _ancestors(c) if isinstance(a, exp.AggFunc)), None)
+                where = f"{inside.sql('spark')} reads" if inside is not None else "the query reads"
+                raise NotRuns(f"{where} column {name} row by row (not a sort column or {PARTITION_COLUMN})")
+            grouped.add(name)
+        depth = max((self.sort.index(n) + 1 for n in grouped if n in self.sort), default=0)
+        kept = {*self.sort[:depth], PARTITION_COLUMN}
+        names = {id(e): spark_name(e) for e in self.tree.expressions}
+        tree = self.tree.copy()
+        originals = {id(o): n for o, n in zip(self.tree.walk(), tree.walk())}
+        measures: dict[str, Measure] = {}
+        for a in aggs:
+            node = originals[id(a)]
+            column = self.column(a.this) if id(a) in measured else None
+            if column is not None and column not in kept:
+                m = measures.setdefault(column, Measure(column, len(measures)))
+                _replace(node, self._measure(node, column, m))
+            else:
+                _replace(node, self._weighted(node))
+        for original, e in zip(self.tree.expressions, tree.expressions):
+            if not isinstance(e, exp.Alias) and e.sql("spark") != original.sql("spark"):
+                name = names[id(original)]
+                if name is None:
+                    raise NotRuns(f"result column `{original.sql('spark')}` needs a name (AS name)")
+                e.replace(exp.alias_(e.copy(), name, quoted=True))
+        table = tree.args.get("from") or tree.args["from_"]
+        table.this.replace(exp.Table(this=exp.to_identifier(GROUP_VIEW),
+                                     alias=exp.TableAlias(this=exp.to_identifier(self.source.alias_or_name))))
+        return Shape(self.d.name, depth, tuple(measures.values()), tree.sql("spark"))
+
+    def _measurable(self, a: exp.AggFunc) -> bool:
+        """A plain aggregate of one bare column: a measure when the column is not grouped."""
+        return (isinstance(a, _MEASURED) and isinstance(a.this, exp.Column) and not a.expressions
+                and not isinstance(a.parent, exp.Filter) and self.column(a.this) is not None)
+
+    def _measure(self, a: exp.Expr, column: str, m: Measure) -> str:
+        t = self.types[column]
+        if isinstance(a, exp.Count):
+            m.kinds.add("count")
+            return f"coalesce(sum({m.name('count')}), 0)"
+        if isinstance(a, (exp.Min, exp.Max)):
+            kind = "min" if isinstance(a, exp.Min) else "max"
+            m.kinds.add(kind)
+            return f"{kind}({m.name(kind)})"
+        if not t.is_numeric or (t.name == "decimal" and (t.precision or 0) > 18):
+            raise NotRuns(f"{func_name(a)}({column}) of {t} is not taken from vector files")
+        m.kinds.add("sum")
+        if isinstance(a, exp.Sum):
+            return f"CAST(sum({m.name('sum')}) AS {_sum_type(t)})"
+        m.kinds.add("count")
+        return _average(t, f"sum({m.name('sum')})", f"sum({m.name('count')})")
+
+    def _weighted(self, a: exp.Expr) -> str | None:
+        """The re-aggregation over groups of an aggregate of grouped columns (None: the
+        aggregate reads the same over groups as over rows)."""
+        if isinstance(a, _BLIND) or isinstance(a.this, exp.Distinct):
+            return None
+        wrap = a.parent if isinstance(a.parent, exp.Filter) else None
+        where = wrap.expression.this.sql("spark") if wrap is not None else None
+
+        def agg(inner: str) -> str:  # FILTER (WHERE w) as a CASE: the same rows summed
+            return f"sum({inner})" if where is None else f"sum(CASE WHEN {where} THEN {inner} END)"
+
+        if isinstance(a, exp.Count):
+            args = [a.this, *a.expressions]
+            if isinstance(a.this, exp.Star) or all(isinstance(x, exp.Literal) for x in args):
+                return f"coalesce({agg(ROWS)}, 0)"
+            if any(isinstance(x, exp.Null) for x in args):
+                raise NotRuns("count(NULL) is not answered from runs")
+            test = " OR ".join(f"({x.sql('spark')}) IS NULL" for x in args)
+            return f"coalesce({agg(f'CASE WHEN {test} THEN 0 ELSE {ROWS} END')}, 0)"
+        if isinstance(a, exp.CountIf):
+            cond = a.this.sql("spark")
+            return f"coalesce({agg(f'CASE WHEN {cond} THEN {ROWS} ELSE 0 END')}, 0)"
+        if isinstance(a, (exp.Sum, exp.Avg)) and isinstance(a.this, exp.Column) and not a.expressions:
+            column = self.column(a.this)
+            t = self.types[column] if column else None
+            if t is not None and t.is_numeric and not (t.name == "decimal" and (t.precision or 0) > 17):
+                ref = a.this.sql("spark")
+                if isinstance(a, exp.Sum):
+                    return f"CAST({agg(f'{ref} * {ROWS}')} AS {_sum_type(t)})"
+                n = agg(f"CASE WHEN {ref} IS NULL THEN 0 ELSE {ROWS} END")
+                return _average(t, agg(f"{ref} * {ROWS}"), n)
+        raise NotRuns(f"{a.sql('spark')} is not answered from runs")
+
+
+def _average(t: ColumnType, total: str, count: str) -> str:
+    """Spark's ``avg`` from a sum and a count (no rows: NULL): a double's, or a decimal's as
+    Spark divides it (the sum at its type, divided by the count as DECIMAL(20,0), cast to
+    DECIMAL(p+4,s+4))."""
+    if t.name != "decimal":
+        return f"CAST({total} AS DOUBLE) / nullif({count}, 0)"
+    p, s = t.precision or 0, t.scale or 0
+    return (f"CAST(CAST({total} AS {_sum_type(t)}) / nullif(CAST({count} AS DECIMAL(20,0)), 0) "
+            f"AS DECIMAL({min(38, p + 4)},{min(38, s + 4)}))")
+
+
+def _sum_type(t: ColumnType) -> str:
+    """Spark's result type of ``sum`` over a column of type ``t``."""
+    if t.name in _INTEGRAL:
+        return "BIGINT"
+    if t.name == "decimal":
+        return f"DECIMAL({min(38, (t.precision or 0) + 10)},{t.scale})"
+    return "DOUBLE"
+
+
+def _ancestors(node: exp.Expr) -> list[exp.Expr]:
+    out: list[exp.Expr] = []
+    p = node.parent
+    while p is not None:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def _replace(node: exp.Expr, sql: str | None) -> None:
+    """Put the re-aggregation ``sql`` (Spark SQL) in the place of ``node`` (with its FILTER)."""
+    if sql is None:
+        return
+    target = node.parent if isinstance(node.parent, exp.Filter) else node
+    target.replace(exp.Paren(this=parse_one(sql, read="spark")))
