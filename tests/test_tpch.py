@@ -60,3 +60,34 @@ CASES = [(n, "duckdb") for n in range(1, 23)] + [(n, "spark") for n in SPARK_QUE
 def test_the_official_answer(tpch_project, n, engine):
     result = tpch_project.lh.query(tpch.queries()[n], engine).to_pylist()
     assert tpch.mismatch(n, result) is None
+
+
+RUN_QUERIES = [
+    ("SELECT l_shipmode, l_returnflag, count(*) AS n, sum(l_quantity) AS q, sum(l_extendedprice) AS p, "
+     "avg(l_discount) AS d, avg(l_quantity) AS aq, min(l_shipdate) AS first, max(l_receiptdate) AS last "
+     "FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2"),
+    ("SELECT l_returnflag, count(*) AS n, sum(l_tax) AS t, max(l_comment) AS c FROM lineitem "
+     "WHERE event_date < DATE '1993-01-01' AND l_shipmode IN ('AIR', 'MAIL') GROUP BY l_returnflag ORDER BY 1"),
+    ("SELECT event_date, count(*) AS n, count(DISTINCT l_returnflag) AS flags FROM lineitem "
+     "WHERE l_shipmode = 'TRUCK' GROUP BY event_date ORDER BY n DESC, event_date LIMIT 20"),
+    "SELECT o_orderstatus, count(*) AS n, sum(o_totalprice) AS total, min(o_orderdate) AS first FROM orders GROUP BY 1",
+]
+
+
+@pytest.mark.parametrize("sql", RUN_QUERIES, ids=[f"r{i}" for i in range(len(RUN_QUERIES))])
+def test_group_queries_from_the_runs_of_the_line_items_days(tpch_project, sql):
+    """Counts and sums over the sort columns of the archived days of TPC-H's fact tables come
+    from the vector files' runs (1,200 archived days of line items, the rest live), and print
+    what reading the data files prints."""
+    from lakehouse.query.compare import compare_json
+
+    p = tpch_project
+    plan = p.lh.explain(sql)
+    assert plan.path == "runs", plan.reason
+    assert plan.groups is not None and plan.groups.days > 100 and plan.groups.live_rows > 0
+    engines = ("spark", "duckdb") if sql is RUN_QUERIES[0] else ("duckdb",)
+    want = p.lh.query(sql, "duckdb", runs=False)
+    for engine in engines:
+        got = p.lh.query(sql, engine)
+        same = compare_json(want, got, "scan", f"{engine} runs")
+        assert same.equal, same.detail

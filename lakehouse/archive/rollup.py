@@ -71,6 +71,53 @@ def groups(runs: Sequence[pa.Table], total: int) -> Groups:
     return Groups(keys, counts, ends)
 
 
+def stack(parts: Sequence[pa.Table], records: Sequence[int]) -> pa.Table:
+    """The runs of consecutive batches (days) as the runs of one batch: each part's accumulative
+    counts moved on by the records of the batches before it (``records``: each batch's). Every
+    column's runs end where a batch ends, so stacked runs still nest."""
+    if not parts:
+        return _runs(pa.array([]), np.zeros(0, np.int64))
+    whole = pa.concat_tables([t.select(["value", "accumulative_count"]).replace_schema_metadata(None) for t in parts])
+    offsets = np.concatenate(([0], np.cumsum(records, dtype=np.int64)[:-1]))
+    acc = _acc(whole) + np.repeat(offsets, [t.num_rows for t in parts])
+    return _runs(whole.column("value").combine_chunks(), acc)
+
+
+def batch_runs(values: pa.Array, records: Sequence[int]) -> pa.Table:
+    """The runs of a column constant within each batch (a day's date): one run per batch."""
+    return _runs(values, np.cumsum(records, dtype=np.int64))
+
+
+def _runs(values: pa.Array, acc: np.ndarray) -> pa.Table:
+    counts = np.diff(np.concatenate(([0], acc))).astype(np.int64)
+    return pa.table({"value": values, "null": values.is_null(), "count": pa.array(counts, pa.int64()),
+                     "accumulative_count": pa.array(acc, pa.int64())})
+
+
+def row_groups(keys: Sequence[pa.Array]) -> tuple[Groups, np.ndarray]:
+    """Rows in any order grouped by equal ``keys`` (nulls equal nulls; a group may be split where
+    values are equal but not alike, such as 0.0 and -0.0: a finer grouping, which the query
+    groups again): the groups, and the order of the rows that puts each group's rows together
+    (take it before ``plain_items``)."""
+    n = len(keys[0]) if keys else 0
+    code = np.zeros(n, np.int64)
+    span = 1
+    for k in keys:
+        d = pc.dictionary_encode(k)
+        size = len(d.dictionary) + 1
+        idx = np.asarray(pc.fill_null(d.indices, size - 1).to_numpy(), dtype=np.int64)
+        if span * size >= 1 << 62:  # number the codes so far 0..m-1 again
+            code = np.unique(code, return_inverse=True)[1].astype(np.int64)
+            span = int(code.max()) + 1 if n else 1
+        code, span = code * size + idx, span * size
+    order = np.argsort(code)
+    ordered = code[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))) if n else np.zeros(0, np.int64)
+    ends = np.append(starts[1:], n).astype(np.int64)
+    first = pa.array(order[starts])
+    return Groups([k.take(first) for k in keys], (ends - starts).astype(np.int64), ends), order
+
+
 def _acc(runs: pa.Table) -> np.ndarray:
     return np.asarray(runs.column("accumulative_count").to_numpy(), dtype=np.int64)
 

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lakehouse.bench.sampling import Side, measure, ratio
+from lakehouse.bench.sampling import Side, measure, prefixed, ratio
 from lakehouse.bench.workload import START, archive_run, generate_live, make_project
 from lakehouse.output import Progress, quiet
 
@@ -87,7 +87,7 @@ def bench_query(master: str, rows: int = 3_000_000, days: int = 10, repeats: int
         for name, sql in QUERIES.items():
             sides = {"split_spark": on("spark", sql), "one_table_spark": one_table(sql),
                      "split_duckdb": on("duckdb", sql)}
-            samples = measure(sides, repeats, warmup, _prefixed(report, name))
+            samples = measure(sides, repeats, warmup, prefixed(report, name))
             answers = {side: _rounded(s.results[-1].to_pylist()) for side, s in samples.items()}
             if not answers["split_spark"] == answers["one_table_spark"] == answers["split_duckdb"]:
                 raise RuntimeError(f"bench query: {name}: the sides answer differently: {answers}")
@@ -148,7 +148,3 @@ def bench_query(master: str, rows: int = 3_000_000, days: int = 10, repeats: int
 def _rounded(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """Rows as tuples, floats to 9 significant digits (a sum's last bits depend on its order)."""
     return [tuple(float(f"{v:.9g}") if isinstance(v, float) else v for v in r.values()) for r in rows]
-
-
-def _prefixed(report: Progress, prefix: str) -> Progress:
-    return lambda what: report(f"{prefix}: {what}")

@@ -87,3 +87,8 @@ def median_of(dicts: list[Mapping[str, float]]) -> dict[str, float]:
     """Key by key, the median of the values of ``dicts`` (a key missing from one counts as 0)."""
     keys = list(dict.fromkeys(k for d in dicts for k in d))
     return {k: round(statistics.median([d.get(k, 0.0) for d in dicts]), 3) for k in keys} if dicts else {}
+
+
+def prefixed(report: Progress, prefix: str) -> Progress:
+    """``report`` with each line led by ``prefix`` (the query or case a side belongs to)."""
+    return lambda what: report(f"{prefix}: {what}")

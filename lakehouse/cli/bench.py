@@ -232,6 +232,26 @@ def bench_query_cmd(obj: Ctx, rows: int, days: int, repeats: int, lookups: int, 
     emit_fields(f, doc)
 
 
+@bench.command("groups")
+@click.option("--rows", type=int, default=10_000_000, show_default=True)
+@click.option("--days", type=int, default=30, show_default=True, help="Days of rows; all but the last archived.")
+@click.option("--spark", "with_spark", is_flag=True, help="Time both ways on Spark too.")
+@sampling_options(repeats=5)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_groups_cmd(obj: Ctx, rows: int, days: int, with_spark: bool, repeats: int, warmup: bool,
+                     fmt: str | None) -> None:
+    """Group counts and sums from the archive's run lengths vs DuckDB's scan of the archive."""
+    from lakehouse.bench import bench_groups
+
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_groups(obj.spark_master, rows, days, repeats=repeats, warmup=warmup, spark=with_spark,
+                           report=report)
+    emit_fields(f, doc)
+
+
 @bench.command("memory")
 @click.option("--rows", type=int, default=7_500_000, show_default=True, help="Rows of the one day.")
 @click.option("--driver-memory-mb", type=int, default=512, show_default=True, help="The JVM of each side.")

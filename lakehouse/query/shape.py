@@ -22,6 +22,7 @@ original. Anything else raises ``NotRuns`` with the reason, and the query reads 
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
 from sqlglot import exp, parse_one
@@ -71,6 +72,9 @@ class Shape:
     depth: int
     measures: tuple[Measure, ...]
     sql: str
+    days: tuple[dt.date | None, dt.date | None] = (None, None)
+    """The first and last event_date the WHERE clause lets through (None: unbounded): the
+    archived days outside are not read."""
 
     def group_columns(self, definition: TableDefinition) -> list[str]:
         """The columns a group keeps: the first ``depth`` sort columns, then event_date."""
@@ -160,7 +164,45 @@ class _Analysis:
         table = tree.args.get("from") or tree.args["from_"]
         table.this.replace(exp.Table(this=exp.to_identifier(GROUP_VIEW),
                                      alias=exp.TableAlias(this=exp.to_identifier(self.source.alias_or_name))))
-        return Shape(self.d.name, depth, tuple(measures.values()), tree.sql("spark"))
+        return Shape(self.d.name, depth, tuple(measures.values()), tree.sql("spark"), self._days())
+
+    def _days(self) -> tuple[dt.date | None, dt.date | None]:
+        """The event_date range of the WHERE clause's top-level conjuncts that compare event_date
+        with a date literal (=, <, <=, >, >=, BETWEEN, IN); the rest of the clause only narrows."""
+        where = self.tree.args.get("where")
+        first: dt.date | None = None
+        last: dt.date | None = None
+        conjuncts = list(where.this.flatten()) if where is not None and isinstance(where.this, exp.And) else \
+            [where.this] if where is not None else []
+        for c in conjuncts:
+            for lo, hi in self._bounds(c):
+                first = lo if first is None or (lo is not None and lo > first) else first
+                last = hi if last is None or (hi is not None and hi < last) else last
+        return first, last
+
+    def _bounds(self, c: exp.Expr) -> list[tuple[dt.date | None, dt.date | None]]:
+        one = dt.timedelta(days=1)
+        if isinstance(c, exp.Between) and self._is_day(c.this):
+            lo, hi = _date(c.args.get("low")), _date(c.args.get("high"))
+            return [(lo, hi)] if lo is not None and hi is not None else []
+        if isinstance(c, exp.In) and self._is_day(c.this) and not c.args.get("query"):
+            found = [_date(e) for e in c.expressions]
+            return [(min(found), max(found))] if found and all(found) else []  # type: ignore[type-var]
+        flips = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ}
+        kind = type(c)
+        if kind not in flips:
+            return []
+        left, right = c.this, c.expression
+        if not self._is_day(left):
+            left, right, kind = right, left, flips[kind]
+        d = _date(right)
+        if not self._is_day(left) or d is None:
+            return []
+        return [{exp.EQ: (d, d), exp.GT: (d + one, None), exp.GTE: (d, None), exp.LT: (None, d - one),
+                 exp.LTE: (None, d)}[kind]]
+
+    def _is_day(self, e: exp.Expr | None) -> bool:
+        return isinstance(e, exp.Column) and self.column(e) == PARTITION_COLUMN
 
     def _measurable(self, a: exp.AggFunc) -> bool:
         """A plain aggregate of one bare column: a measure when the column is not grouped."""
@@ -227,6 +269,18 @@ def _average(t: ColumnType, total: str, count: str) -> str:
     p, s = t.precision or 0, t.scale or 0
     return (f"CAST(CAST({total} AS {_sum_type(t)}) / nullif(CAST({count} AS DECIMAL(20,0)), 0) "
             f"AS DECIMAL({min(38, p + 4)},{min(38, s + 4)}))")
+
+
+def _date(e: exp.Expr | None) -> dt.date | None:
+    """The date a literal names: ``DATE 'YYYY-MM-DD'`` or ``'YYYY-MM-DD'`` (None otherwise)."""
+    if isinstance(e, exp.Cast) and e.to.is_type(exp.DataType.Type.DATE):
+        e = e.this
+    if not isinstance(e, exp.Literal) or not e.is_string or len(e.this) != 10:
+        return None
+    try:
+        return dt.date.fromisoformat(e.this)
+    except ValueError:
+        return None
 
 
 def _sum_type(t: ColumnType) -> str:
