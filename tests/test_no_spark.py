@@ -61,6 +61,8 @@ ANSWERS = [
     ("vacuum", "trips", "--dry-run", "--format", "json"),
     ("jobs", "run", "--dry-run", "--now", NOW, "--format", "json"),
     ("query", "SELECT count(*) AS n FROM trips", "--engine", "duckdb", "--format", "json"),
+    ("query", "SELECT city_id, count(*) AS n FROM trips GROUP BY 1", "--engine", "duckdb", "--format", "json"),
+    ("query", "--explain", "SELECT city_id, count(*) AS n FROM trips GROUP BY 1", "--format", "json"),
 ]
 
 

@@ -134,3 +134,62 @@ def test_weights_multiply_run_values():
                      "accumulative_count": pa.array([10**6], pa.int64())})
     got = rollup.aggregate("sum", *rollup.run_items(g, deep)).to_pylist()[0]
     assert math.isclose(got, sum([0.1] * 10**6), rel_tol=1e-9)
+
+
+def identity(v: Any) -> Any:
+    """A key as row_groups tells keys apart: NaN alike, 0.0 and -0.0 apart, None alike."""
+    if isinstance(v, float):
+        return ("nan",) if math.isnan(v) else (v, math.copysign(1.0, v))
+    return v
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(SMALL_INTS, STRINGS, DOUBLES), max_size=80))
+def test_row_groups_put_each_key_in_one_group(rows):
+    keys = [pa.array([r[i] for r in rows], t) for i, t in enumerate((pa.int32(), pa.string(), pa.float64()))]
+    if not rows:
+        return
+    g, order = rollup.row_groups(keys)
+    assert sorted(order.tolist()) == list(range(len(rows)))
+    assert int(g.counts.sum()) == len(rows) and g.ends.tolist() == np.cumsum(g.counts).tolist()
+    seen = set()
+    for i, (start, end) in enumerate(zip(g.starts, g.ends)):
+        members = {tuple(identity(v) for v in rows[j]) for j in order[start:end]}
+        assert len(members) == 1, members
+        key = members.pop()
+        assert key not in seen
+        seen.add(key)
+        assert tuple(identity(k[i].as_py()) for k in g.keys) == key
+    assert seen == {tuple(identity(v) for v in r) for r in rows}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(days(), min_size=1, max_size=4))
+def test_stacked_days_group_as_each_day_does(batches):
+    """Days' runs stacked (each day a run of its date around them) give each day's groups, in
+    day order, with the measures of deeper columns as each day gives them."""
+    per_day, stacked_keys, deep, records = [], [[], []], [], []
+    for b in batches:
+        t = pa.table({c: pa.array([r[c] for r in b], TYPES[c]) for c in ("k1", "k2", "k3", "x")})
+        runs = rle.encode([t.column(c).combine_chunks() for c in ("k1", "k2", "k3")])
+        g = rollup.groups(runs[:2], t.num_rows)
+        per_day.append((g, rollup.aggregate("sum", *rollup.run_items(g, runs[2])).to_pylist(),
+                        rollup.aggregate("max", *rollup.plain_items(g, t.column("x"))).to_pylist(), t.column("x")))
+        stacked_keys[0].append(runs[0])
+        stacked_keys[1].append(runs[1])
+        deep.append(runs[2])
+        records.append(t.num_rows)
+    dates = pa.array(list(range(len(batches))), pa.int32())
+    g = rollup.groups([rollup.batch_runs(dates, records), rollup.stack(stacked_keys[0], records),
+                       rollup.stack(stacked_keys[1], records)], sum(records))
+    assert g.counts.tolist() == [c for d in per_day for c in d[0].counts.tolist()]
+    assert g.keys[0].to_pylist() == [i for i, d in enumerate(per_day) for _ in range(len(d[0]))]
+    for j in (1, 2):
+        got = g.keys[j].to_pylist()
+        want = [v for d in per_day for v in d[0].keys[j - 1].to_pylist()]
+        assert all(same(a, b) or (a is None and b is None) for a, b in zip(got, want, strict=True))
+    sums = rollup.aggregate("sum", *rollup.run_items(g, rollup.stack(deep, records))).to_pylist()
+    assert all(same(a, b) for a, b in zip(sums, [v for d in per_day for v in d[1]], strict=True))
+    xs = pa.concat_arrays([d[3].combine_chunks() for d in per_day])
+    maxes = rollup.aggregate("max", *rollup.plain_items(g, xs)).to_pylist()
+    assert all(same(a, b) for a, b in zip(maxes, [v for d in per_day for v in d[2]], strict=True))

@@ -63,14 +63,14 @@ def test_the_official_answer(tpch_project, n, engine):
 
 
 RUN_QUERIES = [
-    ("SELECT l_shipmode, l_returnflag, count(*) AS n, sum(l_quantity) AS q, sum(l_extendedprice) AS p, "
-     "avg(l_discount) AS d, avg(l_quantity) AS aq, min(l_shipdate) AS first, max(l_receiptdate) AS last "
+    ("SELECT l_shipmode, l_returnflag, count(*) AS n, sum(l_quantity) AS q, avg(l_quantity) AS aq, "
+     "min(l_quantity) AS lo, max(l_quantity) AS hi, count(DISTINCT l_linestatus) AS st "
      "FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2"),
-    ("SELECT l_returnflag, count(*) AS n, sum(l_tax) AS t, max(l_comment) AS c FROM lineitem "
-     "WHERE event_date < DATE '1993-01-01' AND l_shipmode IN ('AIR', 'MAIL') GROUP BY l_returnflag ORDER BY 1"),
+    ("SELECT l_returnflag, l_linestatus, count(*) AS n, sum(l_quantity) AS t FROM lineitem "
+     "WHERE event_date < DATE '1993-01-01' AND l_shipmode IN ('AIR', 'MAIL') GROUP BY 1, 2 ORDER BY 1, 2"),
     ("SELECT event_date, count(*) AS n, count(DISTINCT l_returnflag) AS flags FROM lineitem "
      "WHERE l_shipmode = 'TRUCK' GROUP BY event_date ORDER BY n DESC, event_date LIMIT 20"),
-    "SELECT o_orderstatus, count(*) AS n, sum(o_totalprice) AS total, min(o_orderdate) AS first FROM orders GROUP BY 1",
+    "SELECT o_orderstatus, count(*) AS n FROM orders GROUP BY 1",
 ]
 
 

@@ -25,7 +25,7 @@ EVENT = {"lineitem": ("l_shipped_at", "l_shipdate + INTERVAL 12 HOUR"),
 """The event time of the two fact tables: a column added, from a date of the row."""
 LOADED = ("loaded_at", "TIMESTAMP '1998-12-31 12:00:00'")
 """The event time of the other tables: one instant."""
-SORT = {"lineitem": ["l_shipmode", "l_returnflag"], "orders": ["o_orderstatus"]}
+SORT = {"lineitem": ["l_shipmode", "l_returnflag", "l_linestatus", "l_quantity"], "orders": ["o_orderstatus"]}
 TYPES = {"BIGINT": "long", "INTEGER": "int", "VARCHAR": "string", "DATE": "date"}
 
 

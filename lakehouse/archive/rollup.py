@@ -159,7 +159,7 @@ def aggregate(kind: str, values: pa.Array, weights: np.ndarray | None, first: np
     empty). Spark's semantics: nulls skipped, a group of nulls gives null (count: 0); NaN is
     above every number (max is NaN when there is one; min only when all are)."""
     valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    w = np.ones(len(values), np.int64) if weights is None else weights
+    w = np.ones(len(values), np.int64) if weights is None else weights  # (live rows: a group each, few)
     nonnull = np.add.reduceat(np.where(valid, w, 0), first) if len(values) else np.zeros(0, np.int64)
     if kind == "count":
         return pa.array(nonnull, pa.int64())

@@ -186,25 +186,25 @@ def _archive_groups(days: list[tuple[dt.date, int]], tables: dict[str, list[pa.T
     """The groups of every archived day at once: the days' runs stacked (a day is a run of
     event_date around its columns' runs), checked day by day against the day's records."""
     records = [n for _, n in days]
-    stacked: dict[str, pa.Table | pa.Array] = {}
+    stacked: dict[str, pa.Table] = {}
     try:
         for c, parts in tables.items():
-            want, runs = split.column_type(c).arrow(), "accumulative_count" in parts[0].column_names
+            want = split.column_type(c).arrow()
+            if "accumulative_count" not in parts[0].column_names:
+                raise NotRuns(f"the vector files of {c} hold no runs")
             parts = [t if t.schema.field("value").type == want else t.set_column(0, "value", t.column("value").cast(want))
                      for t in parts]
             for (day, n), t in zip(days, parts):
-                held = (int(t.column("accumulative_count")[-1].as_py()) if t.num_rows else 0) if runs else t.num_rows
+                held = int(t.column("accumulative_count")[-1].as_py()) if t.num_rows else 0
                 if held != n:
                     raise NotRuns(f"archive day {day}: the vector file of {c} holds {held} records, the day {n}")
-            stacked[c] = rollup.stack(parts, records) if runs else \
-                pa.concat_tables([t.replace_schema_metadata(None) for t in parts]).column("value").combine_chunks()
+            stacked[c] = rollup.stack(parts, records)
         day_runs = rollup.batch_runs(pa.array([d for d, _ in days], pa.date32()), records)
         g = rollup.groups([day_runs, *(stacked[c] for c in keys)], sum(records))
         columns: dict[str, pa.Array] = dict(zip([PARTITION_COLUMN, *keys], g.keys))
         columns[ROWS] = pa.array(g.counts, pa.int64())
         for m in shape.measures:
-            t = stacked[m.column]
-            items = rollup.run_items(g, t) if isinstance(t, pa.Table) else rollup.plain_items(g, t)
+            items = rollup.run_items(g, stacked[m.column])
             for kind in sorted(m.kinds):
                 columns[m.name(kind)] = rollup.aggregate(kind, *items)
     except rollup.Unsupported as e:

@@ -8,8 +8,8 @@ and each aggregate is either
 - *weighted*: over those columns only: ``count(*)``, ``count(e)``, ``count_if(c)``, ``sum(col)``,
   ``avg(col)``, and the duplicate-blind ``min``, ``max``, ``bool_and``/``bool_or`` and any
   ``DISTINCT`` aggregate; or
-- a *measure*: ``count``, ``sum``, ``avg``, ``min`` or ``max`` of one other column (a plain vector
-  column, or a sort column deeper than k).
+- a *measure*: ``count``, ``sum``, ``avg``, ``min`` or ``max`` of a sort column deeper than k
+  (from its runs).
 
 Then the table's rows can be replaced by its groups: one row per (event_date, c1..ck) of a day
 (``GROUP_VIEW``) holding how many records it stands for (``ROWS``) and each measure's partial
@@ -205,9 +205,11 @@ class _Analysis:
         return isinstance(e, exp.Column) and self.column(e) == PARTITION_COLUMN
 
     def _measurable(self, a: exp.AggFunc) -> bool:
-        """A plain aggregate of one bare column: a measure when the column is not grouped."""
+        """A plain aggregate of one bare sort column: a measure when the column is not grouped
+        (from its runs). Another column's vector file holds a value a record: reading it whole
+        is slower than DuckDB's scan of the data files (``lakehouse bench groups``)."""
         return (isinstance(a, _MEASURED) and isinstance(a.this, exp.Column) and not a.expressions
-                and not isinstance(a.parent, exp.Filter) and self.column(a.this) is not None)
+                and not isinstance(a.parent, exp.Filter) and self.column(a.this) in self.sort)
 
     def _measure(self, a: exp.Expr, column: str, m: Measure) -> str:
         t = self.types[column]
