@@ -554,3 +554,32 @@ def test_archive_plan_as_dict():
     got = (d["previous_cutoff"], d["cutoff"], d["live_version"], d["archive_version"], d["rows"])
     assert got == (100, 200, 3, 4, 5)
     assert plan(200, 200).as_dict()["advances"] is False
+
+
+def test_kept_vector_files_are_read_anew_when_their_file_changes(tmp_path: Path, monkeypatch):
+    """``read_kept`` serves a file from memory while it is the same file (inode, size, time);
+    a file written again under the name is read anew; the memory held stays under its bound."""
+    from lakehouse.archive import vectors
+
+    vectors.forget_kept()
+    root = str(tmp_path / "vectors")
+
+    def write(day: dt.date, values: list[int]) -> str:
+        w = AtomicIpcWriter(root, "a", day, 100, rle.run_schema(pa.int64()))
+        w.write(rle.encode([pa.array(values, pa.int64())])[0])
+        return w.commit()
+
+    path = write(dt.date(2026, 11, 1), [1, 1, 2])
+    first = vectors.read_kept(path)
+    assert vectors.read_kept(path) is first
+    os.utime(path, ns=(1, 1))
+    again = vectors.read_kept(path)
+    assert again is not first and again.equals(first)
+    path = write(dt.date(2026, 11, 1), [5, 6, 7, 8])
+    assert vectors.read_kept(path).column("value").to_pylist() == [5, 6, 7, 8]
+    monkeypatch.setattr(vectors, "KEPT_BYTES", 1)
+    for d in range(2, 6):
+        vectors.read_kept(write(dt.date(2026, 11, d), [d]))
+    assert vectors.kept_files() == 1
+    vectors.forget_kept()
+    assert vectors.kept_files() == 0

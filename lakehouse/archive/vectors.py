@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -299,3 +302,46 @@ class AtomicIpcWriter:
 def read(path: str) -> pa.Table:
     """A vector file as a table (read whole, or memory-mapped when large: ``storage.arrow_buffer``)."""
     return ipc.open_file(storage.arrow_buffer(path)).read_all()
+
+
+KEPT_BYTES = 64 << 20
+"""How much of the vector files ``read_kept`` keeps in memory, least recently used out first."""
+_kept: OrderedDict[tuple[str, int, int, int], pa.Table] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def read_kept(path: str) -> pa.Table:
+    """``read``, kept in memory for the process's next queries (``KEPT_BYTES``). A file is known
+    by its identity: a local file by its inode, size and modification time; an object by its
+    URI alone, as a committed run's file is never written again under its name (a later run
+    takes a larger cutoff, and files of runs that never committed are never read)."""
+    local = storage.local_path(path)
+    if local is not None:
+        st = os.stat(local)
+        key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    else:
+        key = (path, 0, 0, 0)
+    with _kept_lock:
+        table = _kept.get(key)
+        if table is not None:
+            _kept.move_to_end(key)
+            return table
+    table = read(path)
+    with _kept_lock:
+        _kept[key] = table
+        held = sum(t.nbytes for t in _kept.values())
+        while held > KEPT_BYTES and len(_kept) > 1:
+            held -= _kept.popitem(last=False)[1].nbytes
+    return table
+
+
+def kept_files() -> int:
+    """How many vector files ``read_kept`` holds."""
+    with _kept_lock:
+        return len(_kept)
+
+
+def forget_kept() -> None:
+    """Drop every vector file ``read_kept`` holds (a benchmark's cold runs)."""
+    with _kept_lock:
+        _kept.clear()

@@ -174,9 +174,9 @@ def _read_all(paths: list[str]) -> list[pa.Table]:
 
     try:
         if len(paths) < 2 * READERS or storage.is_local(paths[0]):
-            return [vectors.read(p) for p in paths]
+            return [vectors.read_kept(p) for p in paths]
         with ThreadPoolExecutor(max_workers=READERS) as pool:
-            return list(pool.map(vectors.read, paths))
+            return list(pool.map(vectors.read_kept, paths))
     except FileNotFoundError:
         raise Changed("archiving runs kept replacing the vector files while they were read") from None
 
