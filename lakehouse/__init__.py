@@ -10,9 +10,15 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def open(project: Any = None, warehouse: str | None = None, master: str | None = None) -> "Lakehouse":  # noqa: A001
-    """A project over its warehouse (flags > LAKEHOUSE_* environment > defaults), as the CLI sees it."""
+def open(project: Any = None, warehouse: str | None = None, master: str | None = None,  # noqa: A001
+         spark: Any = None) -> "Lakehouse":
+    """A project over its warehouse (flags > LAKEHOUSE_* environment > defaults), as the CLI sees it.
+
+    ``spark``: a SparkSession the user built (a notebook's, ``spark-submit``'s, a cluster's) that
+    every command runs on; without it, the session active in this process if there is one, else
+    lakehouse's own (``Lakehouse.spark``). A session given or found is checked once for Delta
+    Lake and UTC (one line naming what it lacks) and never stopped or reconfigured."""
     from lakehouse.project import Lakehouse
     from lakehouse.settings import Settings
 
-    return Lakehouse(Settings.resolve(project, warehouse, master))
+    return Lakehouse(Settings.resolve(project, warehouse, master), spark=spark)

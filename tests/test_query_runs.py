@@ -49,7 +49,7 @@ HEADER = ["id", "a", "b", "c", "x", "n", "amt", "flag", "d", "s", "event_time"]
 A = ["1", "1", "2", "", "-3", "2147483647", "-2147483648"]
 B = ["p", "q", "", "ß", "Ä"]
 C = ["0.00", "1.25", "-1.25", "", "99999999.99"]
-X = ["1.5", "NaN", "inf", "-inf", "-0.0", "0.1", "", "1e300", "2.5"]
+X = ["1.5", "NaN", "inf", "-inf", "-0.0", "0.1", "", "1e300", "2.5", "0.0"]
 N = ["1", "-7", "", "9000000000", "-9000000000", "3"]
 AMT = ["1.001", "-2.500", "", "999999999.999", "0.000"]
 TIMES = ["2026-11-18T00:00:00Z", "2026-11-18T23:59:59.999999Z", "2026-11-19T00:00:00Z", "2026-11-19T13:14:15Z",
@@ -93,8 +93,8 @@ ANSWERED = [
     "SELECT a, b, avg(c) AS m, sum(c) AS s FROM events GROUP BY a, b",
     "SELECT a, sum(c) AS s, avg(a) AS aa, sum(a) AS sa, min(c), max(b) FROM events GROUP BY a",
     "SELECT event_date, count(*) AS n, sum(x) AS sx FROM events GROUP BY event_date",
-    ("SELECT b, count(*) AS n FROM events WHERE event_date >= DATE '2026-11-19' AND a IN (1, 2) "
-     "GROUP BY b HAVING count(*) > 1 ORDER BY n DESC, b LIMIT 3"),
+    ("SELECT b, count(*) AS k FROM events WHERE event_date >= DATE '2026-11-19' AND a IN (1, 2) "
+     "GROUP BY b HAVING count(*) > 1 ORDER BY k DESC, b LIMIT 3"),
     "SELECT a, b, c, count(*) AS k, sum(x) AS sx, min(n) AS mn, max(x) AS mx, count(n) AS cn FROM events GROUP BY 1, 2, 3",
     "SELECT a, b, c, x, count(*) AS k, sum(n) AS sn, avg(n) AS an FROM events GROUP BY 1, 2, 3, 4",
     "SELECT count(DISTINCT a) AS da, count(DISTINCT b) AS db, count(a) AS ca, count(c) AS cc FROM events",
@@ -104,19 +104,31 @@ ANSWERED = [
     "SELECT 2 / avg(n) AS r, count(*) * 2 AS twice FROM events WHERE a IS NOT NULL",
     "SELECT upper(b) AS ub, count(*) AS n FROM events WHERE b <> '' GROUP BY upper(b)",
     "SELECT count(*) AS n, sum(x) AS s FROM events WHERE a > 1000000",
+    ("SELECT a, b, c, x, count(*) AS k, min(x) AS lo FROM events WHERE x >= 0 AND x IN (0.0, 1.5, 2.5) "
+     "GROUP BY a, b, c, x ORDER BY x"),
 ]
 
 SCANNED = [
     ("SELECT s, count(*) FROM events GROUP BY s", "column s row by row"),
     ("SELECT a, sum(amt * 2) AS s FROM events GROUP BY a", "SUM(amt * 2) reads column amt"),
-    ("SELECT a, sum(x * 2) AS s FROM events GROUP BY a", "SUM(x * 2) is not answered from runs"),
-    ("SELECT a, first(x) AS f FROM events GROUP BY a", "FIRST(x) is not answered from runs"),
-    ("SELECT a, count(*) FROM events WHERE rand() < 2 GROUP BY a", "rand() draws"),
+    ("SELECT a, sum(x * 2) AS s FROM events GROUP BY a", "double key x is read in x * 2"),
+    ("SELECT a, sum(c * 2) AS s FROM events GROUP BY a", "SUM(c * 2) is not answered from runs"),
+    ("SELECT a, first(c) AS f FROM events GROUP BY a", "FIRST(c) is not answered from runs"),
+    ("SELECT a, count(*) FROM events WHERE rand() < 2 GROUP BY a", "rand() is a row's own value"),
     ("SELECT * FROM events", "SELECT * reads every column"),
     ("SELECT a, avg(amt) AS m FROM events GROUP BY a", "AVG(amt) reads column amt row by row"),
     ("SELECT a, min(event_time) AS t FROM events GROUP BY a", "reads column event_time row by row"),
     ("SELECT x FROM events WHERE a = 1", "does not aggregate"),
     ("SELECT a, count(*) FROM (SELECT a FROM events) GROUP BY a", "exactly one table"),
+    ("SELECT a, mean(x) AS m FROM events GROUP BY a", "mean() is not known"),
+    ("SELECT a, try_sum(n) AS m FROM events GROUP BY a", "try_sum() is not known"),
+    ("SELECT DISTINCT a, count(*) OVER (PARTITION BY a) AS k FROM events", "window function"),
+    ("SELECT count(DISTINCT input_file_name()) AS f FROM events", "input_file_name() is a row's own"),
+    ("SELECT a AS n, count(*) AS k FROM events GROUP BY a HAVING count(n) > 0", "n names both a result"),
+    ("SELECT a, count(*) AS _lh_rows FROM events GROUP BY a ORDER BY count(*)", "_lh_rows is of lakehouse"),
+    ("SELECT a, b, c, CAST(x AS STRING) AS s, count(*) AS k FROM events GROUP BY 1, 2, 3, 4",
+     "double key x is read in CAST(x AS STRING)"),
+    ("SELECT a, b, c, 1 / x AS r, count(*) AS k FROM events GROUP BY a, b, c, x", "double key x"),
     ("SELECT a, count(*) FROM events GROUP BY a", None),  # answered: the control
 ]
 

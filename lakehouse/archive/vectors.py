@@ -311,16 +311,14 @@ _kept_lock = threading.Lock()
 
 
 def read_kept(path: str) -> pa.Table:
-    """``read``, kept in memory for the process's next queries (``KEPT_BYTES``). A file is known
-    by its identity: a local file by its inode, size and modification time; an object by its
-    URI alone, as a committed run's file is never written again under its name (a later run
-    takes a larger cutoff, and files of runs that never committed are never read)."""
+    """``read``, kept in memory for the process's next queries (``KEPT_BYTES``). A local file is
+    known by its inode, size and modification time, so a file written again under its name is
+    read again; an object is read anew every time (its listing gives no such identity)."""
     local = storage.local_path(path)
-    if local is not None:
-        st = os.stat(local)
-        key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
-    else:
-        key = (path, 0, 0, 0)
+    if local is None:
+        return read(path)
+    st = os.stat(local)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
     with _kept_lock:
         table = _kept.get(key)
         if table is not None:

@@ -98,6 +98,27 @@ def connect(s3: S3 | None = None, delta: bool = True, remote: bool = True) -> An
     return con
 
 
+def prepare_user(con: Any, s3: S3 | None = None) -> None:
+    """Make a user's DuckDB connection read the tables as the reader does: the delta extension
+    (and the object store's, with a secret naming the credential chain) loaded from the package
+    files where it is not loaded yet, each signature checked as the connection's settings say;
+    TimeZone UTC (the tables' days, and Spark's hours and dates of a timestamp); lakehouse's
+    macros (``lh_*``), so SQL the reader translated (``translate``) runs there too."""
+    from lakehouse.query.dialect.macros import MACROS
+
+    s3 = s3 or objectstore.configured()
+    loaded = {name for name, on in con.execute(
+        "SELECT extension_name, loaded FROM duckdb_extensions()").fetchall() if on}
+    for name in ["delta", *(DUCKDB_EXTENSIONS if s3 is not None else [])]:
+        if name not in loaded:
+            con.execute(f"LOAD '{literal_body(extension_path(name))}'")
+    if s3 is not None:
+        con.execute(s3.duckdb_secret())
+    con.execute("SET TimeZone = 'UTC'")
+    for m in MACROS:
+        con.execute(m)
+
+
 def sandbox(con: Any, tables: list[TableSource]) -> None:
     """From now on the connection reads only the tables' directories and cannot be reconfigured."""
     dirs = [d.rstrip("/") + "/" for t in tables for d in (t.paths.live, t.paths.archive)]

@@ -28,6 +28,7 @@ from lakehouse import delta_log, storage
 from lakehouse.archive import rollup, vectors
 from lakehouse.archive.reader import current_encoding
 from lakehouse.definitions import PARTITION_COLUMN
+from lakehouse.errors import first_line
 from lakehouse.query import TableSource
 from lakehouse.query.shape import ROWS, NotRuns, Shape
 from lakehouse.query.split import Split
@@ -106,6 +107,10 @@ def plan(tables: list[TableSource], sql: str, attempts: int = 3) -> Plan:
             except Changed:
                 if attempt == attempts - 1:
                     raise
+            except NotRuns:
+                raise
+            except Exception as e:  # noqa: BLE001 - a file or value the runs cannot take: the data files answer
+                return Plan(None, None, f"reading the groups failed: {first_line(e)}")
         raise AssertionError("unreachable")
     except NotRuns as e:
         return Plan(None, None, str(e))

@@ -37,13 +37,18 @@ GROUP_VIEW = "_lh_groups"
 ROWS = "_lh_rows"
 """The groups' column: how many records a group stands for."""
 
-_RANDOM = frozenset({"rand", "randn", "random", "uuid", "shuffle", "randstr", "uniform"})
-"""Functions whose value differs from row to row: over groups they would be drawn fewer times."""
+_PER_ROW = frozenset({"rand", "randn", "random", "uuid", "shuffle", "randstr", "uniform", "monotonically_increasing_id",
+                      "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length"})
+"""Functions whose value is a row's own (drawn, numbered or placed): over groups they would be
+evaluated fewer times, or of no file."""
 _BLIND = (exp.Min, exp.Max, exp.LogicalAnd, exp.LogicalOr)
 """Aggregates a repeated row does not change."""
 _MEASURED = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 """Aggregates of a column outside the groups that partial aggregates give."""
 _INTEGRAL = ("int", "long")
+_SIGN_BLIND = (exp.Select, exp.Group, exp.Ordered, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In,
+               exp.Between, exp.Is, exp.NullSafeEQ, exp.Min, exp.Max, exp.Count, exp.Distinct)
+"""Where a double key's value is read without its sign of zero showing."""
 
 
 class NotRuns(Exception):
@@ -96,8 +101,10 @@ def analyse(definitions: dict[str, TableDefinition], tree: exp.Expression) -> Sh
     for node in tree.walk():
         if node is not tree and isinstance(node, (exp.Select, exp.Subquery)):
             raise NotRuns("subqueries are not answered from runs")
-        if isinstance(node, exp.Func) and func_name(node) in _RANDOM:
-            raise NotRuns(f"{func_name(node)}() draws a value a row")
+        if isinstance(node, exp.Func) and func_name(node) in _PER_ROW:
+            raise NotRuns(f"{func_name(node)}() is a row's own value")
+        if isinstance(node, exp.Anonymous):  # sqlglot does not know it: it may aggregate rows
+            raise NotRuns(f"{func_name(node)}() is not known to the run-length path")
         if isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count):
             raise NotRuns("SELECT * reads every column")
     return _Analysis(definition, tree, source).shape()
@@ -112,15 +119,18 @@ class _Analysis:
         self.sort = list(definition.archive.sort_columns)
         self.qualifiers = {source.name.lower(), source.alias_or_name.lower()}
         self.aliases = {e.alias.lower() for e in tree.expressions if isinstance(e, exp.Alias)}
+        named = {c.name.lower() for c in tree.find_all(exp.Column) if not c.table}
+        for a in self.aliases:
+            if a.startswith("_lh_"):
+                raise NotRuns(f"result name {a} is of lakehouse's own columns (_lh_)")
+            if a in self.columns and a in named:  # which one a reference means is the analyzer's call
+                raise NotRuns(f"{a} names both a result and a column of {definition.name}")
 
     def column(self, c: exp.Column) -> str | None:
-        """The table column a reference names (None: an output alias, which ORDER BY and HAVING
-        take before a table column of the same name, as Spark does)."""
+        """The table column a reference names (None: an output alias; no alias is also a
+        column's name)."""
         if c.table and c.table.lower() not in self.qualifiers:
             raise NotRuns(f"{c.sql('spark')} is not a column of {self.d.name}")
-        if not c.table and c.name.lower() in self.aliases and any(
-                a is self.tree.args.get("order") or isinstance(a, exp.Having) for a in _ancestors(c)):
-            return None
         name = self.columns.get(c.name.lower())
         if name is None and (c.table or c.name.lower() not in self.aliases):
             raise NotRuns(f"{c.sql('spark')} is not a column of {self.d.name}")
@@ -128,8 +138,11 @@ class _Analysis:
 
     def shape(self) -> Shape:
         aggs = [a for a in self.tree.find_all(exp.AggFunc) if not isinstance(a.parent, exp.Window)]
-        if not aggs and not self.tree.args.get("group") and not self.tree.args.get("distinct"):
-            raise NotRuns("the query does not aggregate")
+        if not aggs and not self.tree.args.get("group"):
+            if not self.tree.args.get("distinct"):
+                raise NotRuns("the query does not aggregate")
+            if self.tree.find(exp.Window):  # evaluated over rows before DISTINCT
+                raise NotRuns("a window function of a query that does not aggregate reads every row")
         measured = {id(a) for a in aggs if self._measurable(a)}
         grouped: set[str] = set()
         for c in self.tree.find_all(exp.Column):
@@ -143,6 +156,7 @@ class _Analysis:
             grouped.add(name)
         depth = max((self.sort.index(n) + 1 for n in grouped if n in self.sort), default=0)
         kept = {*self.sort[:depth], PARTITION_COLUMN}
+        self._signed_zeros(kept, measured)
         names = {id(e): spark_name(e) for e in self.tree.expressions}
         tree = self.tree.copy()
         originals = {id(o): n for o, n in zip(self.tree.walk(), tree.walk())}
@@ -204,6 +218,24 @@ class _Analysis:
     def _is_day(self, e: exp.Expr | None) -> bool:
         return isinstance(e, exp.Column) and self.column(e) == PARTITION_COLUMN
 
+    def _signed_zeros(self, kept: set[str], measured: set[int]) -> None:
+        """A double key's run keeps its first row's sign of zero (-0.0 and 0.0 are one run: equal
+        as Spark orders and groups them); so a double key is read only where the sign cannot
+        show: as it is (selected, grouped, ordered), compared, or in min, max or count."""
+        for c in self.tree.find_all(exp.Column):
+            name = self.columns.get(c.name.lower())
+            if name not in kept or self.types[name].name != "double" or any(id(a) in measured for a in _ancestors(c)):
+                continue
+            up: exp.Expr = c
+            while isinstance(up.parent, exp.Paren):
+                up = up.parent
+            parent = up.parent
+            if isinstance(parent, exp.Alias) and isinstance(parent.parent, exp.Select):
+                parent = parent.parent
+            if not isinstance(parent, _SIGN_BLIND):
+                raise NotRuns(f"double key {name} is read in {parent.sql('spark') if parent else 'the query'}: "
+                              "its runs do not tell -0.0 from 0.0")
+
     def _measurable(self, a: exp.AggFunc) -> bool:
         """A plain aggregate of one bare sort column: a measure when the column is not grouped
         (from its runs). Another column's vector file holds a value a record: reading it whole
@@ -226,7 +258,8 @@ class _Analysis:
         if isinstance(a, exp.Sum):
             return f"CAST(sum({m.name('sum')}) AS {_sum_type(t)})"
         m.kinds.add("count")
-        return _average(t, f"sum({m.name('sum')})", f"sum({m.name('count')})")
+        total = f"sum({m.name('sum')})" if t.name == "decimal" else f"sum(CAST({m.name('sum')} AS DOUBLE))"
+        return _average(t, total, f"sum({m.name('count')})")
 
     def _weighted(self, a: exp.Expr) -> str | None:
         """The re-aggregation over groups of an aggregate of grouped columns (None: the
@@ -258,7 +291,8 @@ class _Analysis:
                 if isinstance(a, exp.Sum):
                     return f"CAST({agg(f'{ref} * {ROWS}')} AS {_sum_type(t)})"
                 n = agg(f"CASE WHEN {ref} IS NULL THEN 0 ELSE {ROWS} END")
-                return _average(t, agg(f"{ref} * {ROWS}"), n)
+                weighted = f"{ref} * {ROWS}" if t.name == "decimal" else f"CAST({ref} AS DOUBLE) * {ROWS}"
+                return _average(t, agg(weighted), n)
         raise NotRuns(f"{a.sql('spark')} is not answered from runs")
 
 
@@ -266,8 +300,8 @@ def _average(t: ColumnType, total: str, count: str) -> str:
     """Spark's ``avg`` from a sum and a count (no rows: NULL): a double's, or a decimal's as
     Spark divides it (the sum at its type, divided by the count as DECIMAL(20,0), cast to
     DECIMAL(p+4,s+4))."""
-    if t.name != "decimal":
-        return f"CAST({total} AS DOUBLE) / nullif({count}, 0)"
+    if t.name != "decimal":  # ``total`` sums doubles, as Spark's avg does (no long overflow)
+        return f"{total} / nullif({count}, 0)"
     p, s = t.precision or 0, t.scale or 0
     return (f"CAST(CAST({total} AS {_sum_type(t)}) / nullif(CAST({count} AS DECIMAL(20,0)), 0) "
             f"AS DECIMAL({min(38, p + 4)},{min(38, s + 4)}))")

@@ -37,7 +37,7 @@ from lakehouse import objectstore, storage
 from lakehouse.errors import ConfigError, LakehouseError
 from lakehouse.lease import alive
 from lakehouse.settings import PRIVATE_FOLDER, Settings, env, private_folder
-from lakehouse.spark.session import connect, current, get_spark, redact
+from lakehouse.spark.session import active, adopt, connect, current, get_spark, redact
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -140,12 +140,16 @@ def _free_port() -> int:
 # -- which Spark a command runs on ----------------------------------------------------------------
 
 def session_for(settings: Settings) -> "SparkSession":
-    """The SparkSession a command of ``settings`` runs on: the remote it names, else the
-    project's running server, else Spark in this process (see the module's docstring). A
-    process keeps the session it made first."""
+    """The SparkSession a command of ``settings`` runs on: the session the user made active in
+    this process (``session.adopt``: a notebook's, spark-submit's), else the remote it names,
+    else the project's running server, else Spark in this process (see the module's docstring).
+    A process keeps the session it took first."""
     made = current()
     if made is not None:
         return made
+    users = active()
+    if users is not None:  # a notebook's or spark-submit's session: the user's settings, checked
+        return adopt(users)
     if settings.remote:
         return connect(settings.remote, ship_package=not _on_this_machine(settings.remote))
     rec = read_record(settings.project)

@@ -35,6 +35,12 @@ _LOCK = threading.Lock()
 _SESSION: "SparkSession | None" = None
 _MASTER: str | None = None
 """The process's session and what it reaches: a master URL, or a Spark Connect URL (``sc://``)."""
+_ADOPTED = False
+"""Whether the process's session is one the user built (``adopt``): never stopped here."""
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+_UTC = {"utc", "etc/utc", "gmt", "etc/gmt", "z", "+00:00", "utc+0", "gmt+0", "zulu", "universal", "etc/universal"}
 
 
 QUERIES_AT_ONCE = 4
@@ -312,12 +318,71 @@ def parallelism(spark: "SparkSession") -> int:
 
 
 def stop_spark() -> None:
-    """Stop the process's session (tests and the CLI's exit)."""
-    global _SESSION, _MASTER
+    """Stop the process's session (tests and the CLI's exit); a session the user built
+    (``adopt``) is only let go of, never stopped."""
+    global _SESSION, _MASTER, _ADOPTED
     with _LOCK:
-        if _SESSION is not None:
+        if _SESSION is not None and not _ADOPTED:
             _SESSION.stop()  # of a Connect session: the client only, the server goes on
-        _SESSION, _MASTER = None, None
+        _SESSION, _MASTER, _ADOPTED = None, None, False
+
+
+def delta_problems(spark: "SparkSession") -> list[str]:
+    """What a session lacks for lakehouse (empty when nothing): Delta's SQL extension and catalog
+    (static settings, fixed when the session was built) and UTC as its session time zone (UTC
+    days are the tables' days)."""
+    conf = spark.conf
+    out = []
+    extensions = [e.strip() for e in (conf.get("spark.sql.extensions", None) or "").split(",")]
+    if DELTA_EXTENSION not in extensions:
+        out.append(f"spark.sql.extensions lacks {DELTA_EXTENSION}")
+    if (conf.get("spark.sql.catalog.spark_catalog", None) or "") != DELTA_CATALOG:
+        out.append(f"spark.sql.catalog.spark_catalog is not {DELTA_CATALOG}")
+    zone = conf.get("spark.sql.session.timeZone", None) or ""
+    if zone.strip().lower() not in _UTC:
+        out.append(f"spark.sql.session.timeZone is {zone or 'unset'}, not UTC")
+    return out
+
+
+def adopt(spark: "SparkSession") -> "SparkSession":
+    """Run lakehouse on a session the user built (a notebook's, ``spark-submit``'s, a cluster's):
+    checked once (``delta_problems``: one ConfigError line naming every missing setting), then
+    the process's session. lakehouse never stops it or changes its settings; on a cluster it adds
+    the lakehouse package for the executors' Python (archiving encodes vector files there)."""
+    global _SESSION, _MASTER, _ADOPTED
+    with _LOCK:
+        if _SESSION is spark:
+            return spark
+    problems = delta_problems(spark)
+    if problems:
+        raise ConfigError(f"the SparkSession given cannot run lakehouse: {'; '.join(problems)} (build it with "
+                          "Delta Lake's settings, e.g. delta.configure_spark_with_delta_pip, and "
+                          "spark.sql.session.timeZone=UTC)")
+    if not is_connect(spark):
+        if not (spark.conf.get("spark.master", None) or "local").startswith("local"):
+            spark.sparkContext.addPyFile(_package_zip())
+        _quiet_query_context()
+    with _LOCK:
+        if _SESSION is not None and not _ADOPTED and _SESSION is not spark:
+            log.warning("lakehouse's own session is replaced by the session given")
+        _SESSION, _MASTER, _ADOPTED = spark, spark.conf.get("spark.master", None), True
+    return spark
+
+
+def active() -> "SparkSession | None":
+    """The session the user made active in this process (a notebook's, ``spark-submit``'s), if any:
+    a classic session's or a Spark Connect client's."""
+    from pyspark.sql import SparkSession
+
+    found = SparkSession.getActiveSession()
+    if found is None:
+        try:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            found = ConnectSession.getActiveSession()  # type: ignore[assignment]
+        except ImportError:  # pragma: no cover - the Connect client's packages are missing
+            return None
+    return found
 
 
 def _package_zip() -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta_log, migrations, objectstore, rejects, storage
 from lakehouse.definitions import (
@@ -13,9 +12,9 @@ from lakehouse.definitions import (
     get_definition,
     load_definitions,
 )
-from lakehouse.errors import QueryError
+from lakehouse.errors import ConfigError
 from lakehouse.output import Progress, quiet
-from lakehouse.query import compare as compare_mod
+from lakehouse.project.queries import Engine, Queries, SavedQuery  # noqa: F401 - the facade's names
 from lakehouse.query import sources
 from lakehouse.settings import Settings
 from lakehouse.warehouse import TablePaths
@@ -23,7 +22,6 @@ from lakehouse.warehouse import TablePaths
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import pyarrow as pa
     from pyspark.sql import SparkSession
 
     from lakehouse.archive.reader import DayVector, LookupResult, Lookups
@@ -38,12 +36,8 @@ if TYPE_CHECKING:
     from lakehouse.jobs.vacuum import VacuumPlan
     from lakehouse.lateness.core import Profile
     from lakehouse.quality.model import Report
-    from lakehouse.query import TableSource
-    from lakehouse.query.asof import AsOf
-    from lakehouse.query.runs import Plan as RunsPlan
 
 log = logging.getLogger(__name__)
-Engine = Literal["spark", "duckdb"]
 
 
 @dataclass(frozen=True)
@@ -80,20 +74,15 @@ class TableState:
         return doc
 
 
-@dataclass(frozen=True)
-class SavedQuery:
-    """A saved query of the project: ``queries/<name>.sql``."""
-
-    name: str
-    path: Path
-    sql: str
-
-
-class Lakehouse:
+class Lakehouse(Queries):
     """One project (tables/, migrations/, queries/) over one warehouse."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
         self.settings = settings
+        if spark is not None:  # the user's session: checked, then every command's (never stopped)
+            from lakehouse.spark.session import adopt
+
+            adopt(spark)
         if settings.s3 is not None:  # the store every warehouse path of this process reaches
             objectstore.use(settings.s3)
             storage.check_reachable(settings.warehouse)  # a wrong setting is one line, here
@@ -137,8 +126,6 @@ class Lakehouse:
         """Every defined table and its state (from Delta logs; Spark only to finish what a
         crashed stream operation left)."""
         if not self.settings.tables_dir.is_dir():  # not a project: say where tables were looked for
-            from lakehouse.errors import ConfigError
-
             raise ConfigError(f"{self.settings.tables_dir}: no such folder; this is not a lakehouse project "
                               "(give --project DIR or LAKEHOUSE_PROJECT, or run in the project's folder)")
         out = []
@@ -370,91 +357,6 @@ class Lakehouse:
                  "bound": from_micros(e.get("bound")), "rows": e.get("rows"), "rejected": e.get("rejected"),
                  "detail": e.get("detail")} for e in StreamStore(self.paths(table)).events()]
 
-    # -- queries --------------------------------------------------------------------------
-
-    def query(self, sql: str, engine: Engine = "spark", as_of: Any = None, runs: bool = True) -> pa.Table:
-        """Run SQL over all tables on one engine. ``as_of``: the split views of a past moment,
-        an archive version (int, when the SQL reads one table), a timestamp (ISO 8601 string
-        or datetime; UTC without an offset) or what ``self.as_of`` resolved. ``runs``: answer
-        group counts and sums from the archive's run lengths where they can (``explain``)."""
-        from lakehouse.query.asof import AsOf
-
-        tables = self._query_tables(sql)
-        pinned = None
-        if as_of is not None:
-            pinned = as_of if isinstance(as_of, AsOf) else self.as_of(sql, as_of)
-        elif runs and engine in ("spark", "duckdb"):
-            plan = self.explain(sql, tables=tables)
-            if plan.shape is not None and plan.groups is not None:
-                if engine == "duckdb":
-                    from lakehouse.query import duckdb as duck
-
-                    return duck.run_groups(tables, plan.shape.sql, plan.groups.table, plan.groups.types)
-                from lakehouse.query import spark as spark_engine
-
-                return spark_engine.run_groups(self.spark(), plan.shape.sql, plan.groups.table, plan.groups.types)
-        if engine == "spark":
-            from lakehouse.query import spark as spark_engine
-
-            return spark_engine.run(self.spark(), tables, sql, pinned)
-        if engine == "duckdb":
-            from lakehouse.query import duckdb as duck
-
-            return duck.run(tables, sql, as_of=pinned)
-        raise QueryError(f"unknown engine {engine!r} (expected spark or duckdb)")
-
-    def explain(self, sql: str, tables: list[TableSource] | None = None) -> RunsPlan:
-        """How ``query`` answers ``sql`` (no Spark): from the archive's run lengths (the groups
-        read, the rewritten SQL) or from the data files, and why (lakehouse.query.runs.Plan)."""
-        from lakehouse.query.runs import plan
-
-        return plan(tables if tables is not None else self._query_tables(sql), sql)
-
-    def _query_tables(self, sql: str) -> list[TableSource]:
-        """The tables a query can read; a query reading a defined table not created yet is refused."""
-        definitions = self.definitions()
-        tables = sources(self.settings.warehouse, definitions)
-        if len(tables) < len(definitions):
-            _refuse_uncreated(sql, set(definitions) - {t.name for t in tables})
-        return tables
-
-    def as_of(self, sql: str, value: Any) -> AsOf:
-        """The moment ``value`` names (archive version or timestamp) and the versions of every
-        table ``sql`` reads at it (a lakehouse.query.asof.AsOf; no Spark)."""
-        from lakehouse.query.asof import resolve
-
-        return resolve(sources(self.settings.warehouse, self.definitions()), sql, value)
-
-    def compare_engines(self, sql: str) -> tuple[pa.Table, pa.Table, compare_mod.Comparison]:
-        """Run SQL on both engines, on the same pinned snapshots of every table (live read first)
-        and the same watermarks, and compare the JSON they print (see compare.compare_json)."""
-        from lakehouse.query import duckdb as duck
-        from lakehouse.query import spark as spark_engine
-        from lakehouse.query.split import current
-        from lakehouse.stream.engine import watermarks
-
-        definitions = self.definitions()
-        tables = sources(self.settings.warehouse, definitions)
-        if len(tables) < len(definitions):
-            _refuse_uncreated(sql, set(definitions) - {t.name for t in tables})
-        splits, marks = [current(t) for t in tables], watermarks(tables)
-        con = duck.connect()
-        duck.register_splits(con, splits, marks)
-        duck.sandbox(con, tables)
-        spark = self.spark()
-        spark_engine.register_splits(spark, splits, marks)
-        s = spark_engine.run_on_views(spark, sql)
-        d = duck.run_on_views(con, tables, sql)
-        return s, d, compare_mod.compare_json(s, d)
-
-    def saved_queries(self) -> list[SavedQuery]:
-        """The project's saved queries (queries/*.sql), by name."""
-        qdir = self.settings.queries_dir
-        if not qdir.is_dir():
-            return []
-        return [SavedQuery(p.stem, p, p.read_text(encoding="utf-8")) for p in sorted(qdir.glob("*.sql"))]
-
-
 def _clock(now: Any) -> Callable[[], int] | None:
     """A fixed clock at ``now`` (a datetime or ISO string), or None for the wall clock."""
     if now is None:
@@ -463,15 +365,3 @@ def _clock(now: Any) -> Callable[[], int] | None:
 
     t = to_micros(now)
     return lambda: t
-
-
-def _refuse_uncreated(sql: str, uncreated: set[str]) -> None:
-    """A query reading a table that is defined but not created yet (before ``migrate``) is
-    refused with what to do, on both engines, as ``load`` refuses it."""
-    from lakehouse.errors import TableNotFound
-    from lakehouse.query import guard
-
-    read = sorted(guard.tables_read(guard.check(sql)) & uncreated)
-    if read:
-        raise TableNotFound(f"table {read[0]!r} is not created in the warehouse yet; run `lakehouse migrate`")
-
