@@ -306,7 +306,8 @@ def read(path: str) -> pa.Table:
 
 KEPT_BYTES = 64 << 20
 """How much of the vector files ``read_kept`` keeps in memory, least recently used out first."""
-_kept: OrderedDict[tuple[str, int, int, int], pa.Table] = OrderedDict()
+_kept: OrderedDict[tuple[str, int, int, int], tuple[pa.Table, int]] = OrderedDict()
+_kept_bytes = 0
 _kept_lock = threading.Lock()
 
 
@@ -319,17 +320,20 @@ def read_kept(path: str) -> pa.Table:
         return read(path)
     st = os.stat(local)
     key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    global _kept_bytes
     with _kept_lock:
-        table = _kept.get(key)
-        if table is not None:
+        found = _kept.get(key)
+        if found is not None:
             _kept.move_to_end(key)
-            return table
+            return found[0]
     table = read(path)
+    size = st.st_size  # the table's buffers are slices of the file read whole (nbytes costs 80 us)
     with _kept_lock:
-        _kept[key] = table
-        held = sum(t.nbytes for t in _kept.values())
-        while held > KEPT_BYTES and len(_kept) > 1:
-            held -= _kept.popitem(last=False)[1].nbytes
+        if key not in _kept:
+            _kept[key] = (table, size)
+            _kept_bytes += size
+        while _kept_bytes > KEPT_BYTES and len(_kept) > 1:
+            _kept_bytes -= _kept.popitem(last=False)[1][1]
     return table
 
 
@@ -341,5 +345,7 @@ def kept_files() -> int:
 
 def forget_kept() -> None:
     """Drop every vector file ``read_kept`` holds (a benchmark's cold runs)."""
+    global _kept_bytes
     with _kept_lock:
         _kept.clear()
+        _kept_bytes = 0
