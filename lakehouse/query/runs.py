@@ -3,9 +3,9 @@
 For a query of a table's shape (lakehouse.query.shape), the split view's rows are replaced by
 their groups: per archived day, the groups of its first k sort columns from the day's vector
 files (lakehouse.archive.rollup: no data file is read), and the groups of live's rows at or
-after the cutoff (read with delta-rs, grouped alike). Both
-sides are of the same pinned versions as the plain view (``split.current``: live first, then the
-archive and its cutoff), so every row is counted once, in the archive's groups or in live's.
+after the cutoff (read with delta-rs, grouped alike). Both sides are of the same pinned versions
+as the plain view (``split.current``: live first, then the archive and its cutoff), so every row
+is counted once, in the archive's groups or in live's.
 
 The vector files must describe exactly the archive at the pinned version: every archived day
 has the current file of every column the query needs, written under today's sort columns, and
