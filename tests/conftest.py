@@ -242,14 +242,18 @@ def project(tmp_path: Path) -> Project:
     return Project(tmp_path / "proj")
 
 
-@pytest.fixture
-def repo_copy(tmp_path: Path) -> Project:
-    """A copy of this repository's own project (tables/, migrations/, queries/)."""
-    root = tmp_path / "repo"
+def copy_of_repo(root: Path) -> Project:
+    """A copy of this repository's own project (tables/, migrations/, queries/) in ``root``."""
     root.mkdir()
     for d in ("tables", "migrations", "queries"):
         shutil.copytree(REPO / d, root / d)
     return Project(root)
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Project:
+    """A copy of this repository's own project (tables/, migrations/, queries/)."""
+    return copy_of_repo(tmp_path / "repo")
 
 
 # pytest imports this file as ``conftest`` (the fixtures), the test modules as ``tests.conftest``

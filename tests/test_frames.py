@@ -29,16 +29,11 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(scope="module")
 def archived_repo(tmp_path_factory, spark):
     """This repository's project, generated trips ingested, archived up to 2026-11-19 12:00."""
-    import shutil
-
     from lakehouse.demo import generate
-    from tests.conftest import REPO, Project
+    from tests.conftest import copy_of_repo
 
-    root = tmp_path_factory.mktemp("frames") / "repo"
-    root.mkdir()
-    for d in ("tables", "migrations", "queries"):
-        shutil.copytree(REPO / d, root / d)
-    p = Project(root)
+    p = copy_of_repo(tmp_path_factory.mktemp("frames") / "repo")
+    root = p.root
     p.lh.migrate()
     generate(root / "in", rows=2000, days=3, end=dt.date(2026, 11, 20))
     p.lh.ingest("trips", str(root / "in"), drain=True)

@@ -22,16 +22,11 @@ from tests.conftest import HEADER_SMALL, TRIPS_SMALL
 @pytest.fixture(scope="module")
 def loaded_repo(tmp_path_factory, spark):
     """This repository's project with generated trips loaded (module-scoped: built once)."""
-    import shutil
-
     from lakehouse.demo import generate
-    from tests.conftest import REPO, Project
+    from tests.conftest import copy_of_repo
 
-    root = tmp_path_factory.mktemp("q") / "repo"
-    root.mkdir()
-    for d in ("tables", "migrations", "queries"):
-        shutil.copytree(REPO / d, root / d)
-    p = Project(root)
+    p = copy_of_repo(tmp_path_factory.mktemp("q") / "repo")
+    root = p.root
     p.lh.migrate()
     data = generate(root / "in", rows=3000, days=3, end=dt.date(2026, 11, 20))
     # through ingest with the shipped trips.yaml settings: days, then updates, then requests

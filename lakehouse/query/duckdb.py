@@ -76,7 +76,6 @@ def connect(s3: S3 | None = None, delta: bool = True, remote: bool = True) -> An
     sandboxed connection can load nothing at all (``sandbox``)."""
     import duckdb
 
-    from lakehouse.query.dialect.macros import MACROS
 
     s3 = (s3 or objectstore.configured()) if remote else None
     files = [*([extension_path("delta")] if delta else []),
@@ -90,12 +89,21 @@ def connect(s3: S3 | None = None, delta: bool = True, remote: bool = True) -> An
     con = duckdb.connect(":memory:", config={"allow_unsigned_extensions": True})
     for f in files:
         con.execute(f"LOAD '{literal_body(f)}'")
+    _reader_rules(con, s3)
+    return con
+
+
+def _reader_rules(con: Any, s3: S3 | None) -> None:
+    """What a connection reads the tables with, its extensions loaded: the object store's secret
+    (naming the credential chain), TimeZone UTC (the tables' days; Spark's hours and dates of a
+    timestamp) and lakehouse's macros (``lh_*``, which translated SQL calls)."""
+    from lakehouse.query.dialect.macros import MACROS
+
     if s3 is not None:
         con.execute(s3.duckdb_secret())
     con.execute("SET TimeZone = 'UTC'")
     for m in MACROS:
         con.execute(m)
-    return con
 
 
 def prepare_user(con: Any, s3: S3 | None = None) -> None:
@@ -104,19 +112,13 @@ def prepare_user(con: Any, s3: S3 | None = None) -> None:
     files where it is not loaded yet, each signature checked as the connection's settings say;
     TimeZone UTC (the tables' days, and Spark's hours and dates of a timestamp); lakehouse's
     macros (``lh_*``), so SQL the reader translated (``translate``) runs there too."""
-    from lakehouse.query.dialect.macros import MACROS
-
     s3 = s3 or objectstore.configured()
     loaded = {name for name, on in con.execute(
         "SELECT extension_name, loaded FROM duckdb_extensions()").fetchall() if on}
     for name in ["delta", *(DUCKDB_EXTENSIONS if s3 is not None else [])]:
         if name not in loaded:
             con.execute(f"LOAD '{literal_body(extension_path(name))}'")
-    if s3 is not None:
-        con.execute(s3.duckdb_secret())
-    con.execute("SET TimeZone = 'UTC'")
-    for m in MACROS:
-        con.execute(m)
+    _reader_rules(con, s3)
 
 
 def sandbox(con: Any, tables: list[TableSource]) -> None:
