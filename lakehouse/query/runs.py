@@ -107,13 +107,11 @@ def plan(tables: list[TableSource], sql: str, attempts: int = 3) -> Plan:
             except Changed:
                 if attempt == attempts - 1:
                     raise
-            except NotRuns:
-                raise
-            except Exception as e:  # noqa: BLE001 - a file or value the runs cannot take: the data files answer
-                return Plan(None, None, f"reading the groups failed: {first_line(e)}")
         raise AssertionError("unreachable")
     except NotRuns as e:
         return Plan(None, None, str(e))
+    except Exception as e:  # noqa: BLE001 - the path is a shortcut: whatever it cannot take, the data files answer
+        return Plan(None, None, f"the run-length path failed ({type(e).__name__}: {first_line(e)})")
 
 
 def read_groups(split: Split, shape: Shape) -> Groups:

@@ -212,6 +212,8 @@ class _Analysis:
         d = _date(right)
         if not self._is_day(left) or d is None:
             return []
+        if (kind is exp.GT and d == dt.date.max) or (kind is exp.LT and d == dt.date.min):
+            return []  # no day after the last or before the first: left to the query
         return [{exp.EQ: (d, d), exp.GT: (d + one, None), exp.GTE: (d, None), exp.LT: (None, d - one),
                  exp.LTE: (None, d)}[kind]]
 
