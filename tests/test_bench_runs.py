@@ -56,6 +56,18 @@ def test_bench_query_answers_alike_on_every_side(spark: Any, tmp_path: Path) -> 
     assert plot_query(doc, tmp_path / "query.png").stat().st_size > 10_000
 
 
+def test_bench_groups_answers_alike_from_the_runs_and_the_scan(spark: Any) -> None:
+    from lakehouse.bench import bench_groups
+
+    doc = bench_groups(MASTER, rows=6_000, days=3, repeats=1, warmup=False, spark=True)
+    assert doc["rows_archived"] + doc["rows_live"] == 6_000 and doc["rows_archived"] and doc["rows_live"]
+    for q in doc["queries"].values():
+        _sides_ran(q, {"runs", "scan", "runs_spark", "scan_spark"})
+        assert q["vector_files"] > 0 and q["times_faster"]["median"] > 0
+    _sides_ran(doc["archive"], {"runs", "runs_cold", "duckdb_scan"})
+    assert doc["goal"]["query"] == "count_by_prefix" and doc["goal"]["measured"] > 0
+
+
 def test_bench_backfill_archives_years_and_late_rows_again(spark: Any) -> None:
     from lakehouse.bench import bench_backfill
 

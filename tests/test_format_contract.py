@@ -98,6 +98,7 @@ EXEMPT = {
     "bench incremental": "even the smallest run takes tens of seconds; tests/test_bench_runs.py runs it in process",
     "bench memory": "starts two JVMs of its own; tests/test_bench_runs.py runs it in process",
     "bench query": "even the smallest run takes tens of seconds; tests/test_bench_runs.py runs it in process",
+    "bench groups": "even the smallest run archives and scans on two engines; tests/test_bench_runs.py runs it in process",
     "bench open": "even the smallest run (--commits 14 --rounds 1) takes 25 seconds",
     "bench age": "even the smallest run archives two layouts; tests/test_bench_runs.py runs it, in csv too",
     "bench cli": "starts a server and runs the tour in a scratch project; tests/test_bench_cli.py runs it and parses its JSON",
