@@ -79,6 +79,8 @@ CASES: list[tuple[str, str]] = [
     (("SELECT stddev(n) AS sd, variance(n) AS v, count_if(n > 1) AS c, bool_and(n > -10) AS b "
      "FROM facts WHERE n IN (1, 3)"), SAME),
     ("SELECT percentile(n, 0.5) AS p, median(n) AS m, percentile(n, 0.25) AS q FROM facts", SAME),
+    ("SELECT count_if(n > 1) AS c, count(n) AS k FROM facts WHERE n > 1000", SAME),  # 0, not NULL
+    ("SELECT flag, count_if(n > 1) OVER (PARTITION BY flag) AS c FROM facts ORDER BY id", SAME),
     ("SELECT percentile_approx(n, 0.5) AS p FROM facts", refused("percentile_approx()")),
     ("SELECT approx_count_distinct(s) AS c FROM facts", refused("approx_count_distinct()")),
     ("SELECT first(n) AS f FROM facts", refused("first()")),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -207,7 +208,9 @@ def test_query_explain_names_the_path(events):
 
 KEYS = ["a", "b", "c", "event_date"]
 AGGS = ["count(*)", "count({m})", "sum({n})", "avg({n})", "min({m})", "max({m})", "count(DISTINCT {k})",
-        "count_if({k} IS NULL)", "min({k})", "max({k})"]
+        "count_if({k} IS NULL)", "min({k})", "max({k})", "sum({g})", "avg({g})",
+        "count(*) FILTER (WHERE {k} IS NOT NULL)", "sum({g}) FILTER (WHERE b = 'p')"]
+GROUPED_NUMBERS = ["a", "c"]
 NUMERIC = ["x", "n", "a", "c"]
 ANY = ["x", "n", "a", "b", "c"]
 FILTERS = ["a IS NULL", "a IN (1, 2)", "b = 'p'", "b IS NOT NULL AND b > 'a'", "c > 0", "c IS NULL",
@@ -221,17 +224,27 @@ def queries(draw) -> str:
     for i in range(draw(st.integers(1, 3))):
         form = draw(st.sampled_from(AGGS))
         n = draw(st.sampled_from(NUMERIC))
-        aggs.append(form.format(m=draw(st.sampled_from(ANY)), n=n, k=draw(st.sampled_from(KEYS))) + f" AS v{i}")
+        aggs.append(form.format(m=draw(st.sampled_from(ANY)), n=n, k=draw(st.sampled_from(KEYS)),
+                                g=draw(st.sampled_from(GROUPED_NUMBERS))) + f" AS v{i}")
     where = draw(st.lists(st.sampled_from(FILTERS), max_size=2, unique=True))
     sql = f"SELECT {', '.join([*keys, *aggs])} FROM events"
     if where:
         sql += " WHERE " + " AND ".join(f"({w})" for w in where)
     if keys:
         sql += f" GROUP BY {', '.join(keys)}"
+        if draw(st.booleans()):
+            sql += f" HAVING count(*) > {draw(st.integers(0, 3))}"
+        if draw(st.booleans()):
+            sql += " ORDER BY 1"
     return sql
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+EXAMPLES = int(os.environ.get("LAKEHOUSE_RUNS_EXAMPLES", "25"))
+"""Generated queries in ``make test`` (a fixed sequence); more: LAKEHOUSE_RUNS_EXAMPLES=500
+LAKEHOUSE_RUNS_RANDOM=1 pytest tests/test_query_runs.py."""
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("LAKEHOUSE_RUNS_RANDOM"),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(sql=queries())
 def test_generated_group_queries_match_the_data_files(events, sql):
@@ -241,3 +254,15 @@ def test_generated_group_queries_match_the_data_files(events, sql):
     got = events.lh.query(sql, "duckdb")
     same = compare_json(want, got, "scan", "runs")
     assert same.equal, f"{sql}: {same.detail}"
+
+
+def test_on_spark_many_groups_read_the_data_files(events, monkeypatch):
+    """Groups travel to Spark as a local relation: past ``SPARK_GROUPS`` the scan is cheaper."""
+    from lakehouse.query import runs
+
+    sql = "SELECT a, b, count(*) AS k FROM events GROUP BY a, b"
+    assert events.lh.explain(sql, "spark").path == "runs"
+    monkeypatch.setattr(runs, "SPARK_GROUPS", 3)
+    plan = events.lh.explain(sql, "spark")
+    assert plan.path == "scan" and "groups are more than Spark takes from the runs (3" in (plan.reason or "")
+    assert events.lh.explain(sql, "duckdb").path == "runs"

@@ -51,7 +51,7 @@ def query(obj: Ctx, sql: str | None, sql_file: str | None, engine: Literal["spar
         if as_of is not None or scan:
             doc = {"path": "scan", "reason": "--as-of reads the data files" if as_of is not None else "--scan"}
         else:
-            doc = obj.lakehouse.explain(sql).explain()
+            doc = obj.lakehouse.explain(sql, engine).explain()
         emit_fields(f, {"engine": engine, **doc})
         return
     pinned = None

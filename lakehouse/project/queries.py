@@ -63,7 +63,7 @@ class Queries:
         if as_of is not None:
             pinned = as_of if isinstance(as_of, AsOf) else self.as_of(sql, as_of)
         elif runs and engine in ("spark", "duckdb"):
-            plan = self.explain(sql, tables=tables)
+            plan = self.explain(sql, engine, tables=tables)
             if plan.shape is not None and plan.groups is not None:
                 if engine == "duckdb":
                     from lakehouse.query import duckdb as duck
@@ -136,12 +136,12 @@ class Queries:
                 return t
         raise TableNotFound(f"table {table!r} is not created in the warehouse yet; run `lakehouse migrate`")
 
-    def explain(self, sql: str, tables: list[TableSource] | None = None) -> RunsPlan:
+    def explain(self, sql: str, engine: Engine = "duckdb", tables: list[TableSource] | None = None) -> RunsPlan:
         """How ``query`` answers ``sql`` (no Spark): from the archive's run lengths (the groups
         read, the rewritten SQL) or from the data files, and why (lakehouse.query.runs.Plan)."""
         from lakehouse.query.runs import plan
 
-        return plan(tables if tables is not None else self._query_tables(sql), sql)
+        return plan(tables if tables is not None else self._query_tables(sql), sql, engine)
 
     def _query_tables(self, sql: str) -> list[TableSource]:
         """The tables a query can read; a query reading a defined table not created yet is refused."""

@@ -88,9 +88,15 @@ class Plan:
                 "sql": self.shape.sql}
 
 
-def plan(tables: list[TableSource], sql: str, attempts: int = 3) -> Plan:
-    """Whether the archive's runs answer ``sql`` (a read-only statement over ``tables``), with
-    the groups read when they do; the split view pinned anew when a run replaced files meanwhile."""
+SPARK_GROUPS = 100_000
+"""Groups a query on Spark takes from the runs at most: they travel to the session as a local
+relation, and 240,000 of them cost what Spark's scan of 10M rows does (``bench groups``)."""
+
+
+def plan(tables: list[TableSource], sql: str, engine: str = "duckdb", attempts: int = 3) -> Plan:
+    """Whether the archive's runs answer ``sql`` (a read-only statement over ``tables``) on
+    ``engine``, with the groups read when they do; the split view pinned anew when a run replaced
+    files meanwhile."""
     from lakehouse.query import guard
     from lakehouse.query.shape import analyse
     from lakehouse.query.split import current
@@ -103,7 +109,11 @@ def plan(tables: list[TableSource], sql: str, attempts: int = 3) -> Plan:
         source = next(t for t in tables if t.name == shape.table)
         for attempt in range(attempts):
             try:
-                return Plan(shape, read_groups(current(source), shape))
+                groups = read_groups(current(source), shape)
+                if engine == "spark" and groups.table.num_rows > SPARK_GROUPS:
+                    raise NotRuns(f"{groups.table.num_rows:,} groups are more than Spark takes from the runs "
+                                  f"({SPARK_GROUPS:,}: they travel to it as a local relation)")
+                return Plan(shape, groups)
             except Changed:
                 if attempt == attempts - 1:
                     raise

@@ -68,6 +68,12 @@ def _median(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression |
                     to=exp.DataType.build("DOUBLE"))
 
 
+def _count_if(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
+    # Spark's count_if is a count (0 over no rows); DuckDB's is NULL over no rows. Still one
+    # aggregate, so it stands in a window or under FILTER as count_if does.
+    return exp.Count(this=exp.Case(ifs=[exp.If(this=e.this.copy(), true=exp.Literal.number(1))]))
+
+
 def _isnan(e: exp.Expression, c: ChildTypes, t: str | None) -> exp.Expression | None:
     # Spark's isnan(NULL) is false; DuckDB's is NULL.
     return exp.Coalesce(this=e.copy(), expressions=[exp.false()])
@@ -117,6 +123,7 @@ RULES: dict[FnKey, Rule] = {
     exp.Quantile: _quantile,
     exp.Median: _median,
     exp.IsNan: _isnan,
+    exp.CountIf: _count_if,
     exp.TsOrDsToDate: _to_date,
     exp.TsOrDsAdd: _date_add,
     exp.DateAdd: _date_add,
