@@ -30,7 +30,7 @@ from lakehouse.archive.reader import current_encoding
 from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import first_line
 from lakehouse.query import TableSource
-from lakehouse.query.shape import ROWS, NotRuns, Shape
+from lakehouse.query.shape import ROWS, NotRuns, Shape, sum_type
 from lakehouse.query.split import Split
 from lakehouse.sql import duck_ident, literal
 
@@ -243,16 +243,10 @@ def _types(split: Split, shape: Shape) -> dict[str, tuple[str, pa.DataType]]:
                     at = rollup.sum_type(t.arrow())
                 except rollup.Unsupported as e:
                     raise NotRuns(str(e)) from None
-                out[m.name(kind)] = (_spark_type(at), at)
+                out[m.name(kind)] = (sum_type(t), at)
             else:
                 out[m.name(kind)] = (t.spark_ddl(), t.arrow())
     return out
-
-
-def _spark_type(t: pa.DataType) -> str:
-    if pa.types.is_decimal(t):
-        return f"DECIMAL({t.precision},{t.scale})"
-    return "BIGINT" if pa.types.is_integer(t) else "DOUBLE"
 
 
 def _archive_days(split: Split) -> dict[dt.date, int]:

@@ -258,7 +258,7 @@ class _Analysis:
             raise NotRuns(f"{func_name(a)}({column}) of {t} is not taken from vector files")
         m.kinds.add("sum")
         if isinstance(a, exp.Sum):
-            return f"CAST(sum({m.name('sum')}) AS {_sum_type(t)})"
+            return f"CAST(sum({m.name('sum')}) AS {sum_type(t)})"
         m.kinds.add("count")
         total = f"sum({m.name('sum')})" if t.name == "decimal" else f"sum(CAST({m.name('sum')} AS DOUBLE))"
         return _average(t, total, f"sum({m.name('count')})")
@@ -291,7 +291,7 @@ class _Analysis:
             if t is not None and t.is_numeric and not (t.name == "decimal" and (t.precision or 0) > 17):
                 ref = a.this.sql("spark")
                 if isinstance(a, exp.Sum):
-                    return f"CAST({agg(f'{ref} * {ROWS}')} AS {_sum_type(t)})"
+                    return f"CAST({agg(f'{ref} * {ROWS}')} AS {sum_type(t)})"
                 n = agg(f"CASE WHEN {ref} IS NULL THEN 0 ELSE {ROWS} END")
                 weighted = f"{ref} * {ROWS}" if t.name == "decimal" else f"CAST({ref} AS DOUBLE) * {ROWS}"
                 return _average(t, agg(weighted), n)
@@ -305,7 +305,7 @@ def _average(t: ColumnType, total: str, count: str) -> str:
     if t.name != "decimal":  # ``total`` sums doubles, as Spark's avg does (no long overflow)
         return f"{total} / nullif({count}, 0)"
     p, s = t.precision or 0, t.scale or 0
-    return (f"CAST(CAST({total} AS {_sum_type(t)}) / nullif(CAST({count} AS DECIMAL(20,0)), 0) "
+    return (f"CAST(CAST({total} AS {sum_type(t)}) / nullif(CAST({count} AS DECIMAL(20,0)), 0) "
             f"AS DECIMAL({min(38, p + 4)},{min(38, s + 4)}))")
 
 
@@ -321,8 +321,9 @@ def _date(e: exp.Expr | None) -> dt.date | None:
         return None
 
 
-def _sum_type(t: ColumnType) -> str:
-    """Spark's result type of ``sum`` over a column of type ``t``."""
+def sum_type(t: ColumnType) -> str:
+    """Spark's result type of ``sum`` over a column of type ``t`` (its SQL; the Arrow type of the
+    partial sums that hold it: ``lakehouse.archive.rollup.sum_type``)."""
     if t.name in _INTEGRAL:
         return "BIGINT"
     if t.name == "decimal":
