@@ -527,3 +527,57 @@ def test_the_watermark_never_goes_back_when_producers_join_or_leave() -> None:
     s.detach("A", now)
     s.detach("C", now)
     assert s.watermark(now) == 12 and s.bound == 9
+
+
+def test_idempotency_keys_follow_deltas_txn_rule() -> None:
+    """An insert's key (app, version) is remembered with it: that version and every lower one of
+    the app are seen (from any producer, across a JSON round trip); another app, or a higher
+    version, is not. Version 0 is a version like any other."""
+    s, now, lease = StreamState(), START, 10
+    s.attach("P1", now, lease)
+    s.attach("P2", now, lease)
+    assert s.seen_key(("q", 0)) is None
+    s.insert("P1", [5], now, lease, None, "o", 1, key=("q", 0))
+    assert s.seen_key(("q", 0)) is s.producers["P1"] and s.seen_key(("q", 1)) is None
+    s.insert("P2", [], now, lease, None, "o2", 1, key=("q", 7))  # an empty batch's key counts too
+    copy = StreamState.from_json(json.loads(json.dumps(s.to_json())))
+    for state in (s, copy):
+        assert state.seen_key(("q", 3)) is not None and state.seen_key(("q", 7)) is not None
+        assert state.seen_key(("q", 8)) is None and state.seen_key(("other", 0)) is None
+        assert state.seen_by("o", 1) is not None  # the write path's own origins are untouched
+    s.detach("P2", now)
+    s.attach("P2", now, lease)  # attaching again keeps what it inserted
+    assert s.seen_key(("q", 7)) is s.producers["P2"]
+
+
+@pytest.mark.parametrize("key", [("", 1), ("q", -1), ("q", 1.0), ("q", True), ("a\nb", 1), ("q",), "q", None,
+                                 ("x" * 501, 1), (1, 1)])
+def test_bad_idempotency_keys_are_refused_in_one_line(key: Any) -> None:
+    s = StreamState()
+    s.attach("P1", START, 10)
+    with pytest.raises(StreamError, match="bad idempotency key") as e:
+        s.insert("P1", [1], START, 10, None, key=key) if key is not None else s.seen_key(key)  # type: ignore[arg-type]
+    assert "\n" not in str(e.value)
+    assert s.producers["P1"].inserted == 0
+
+
+def test_rows_that_do_not_move_the_bound_wait_for_a_later_bound() -> None:
+    """A pipeline's producer whose bound is its watermark: rows above the bound stay staged while
+    it holds, go once a bound passes them, and a row behind the bound by more than the lateness is
+    late."""
+    s, now, lease = StreamState(), START, 10**9
+    times: dict[str, list[int]] = {}
+    s.attach("Q", now, lease, 100)
+    seg, late, _, _ = s.insert("Q", [150, 120, 180], now, lease, 5, raise_bound=False)
+    assert seg is not None and late == 0 and s.producers["Q"].bound == 100
+    times[seg.id] = [120, 150, 180]
+    assert s.plan_release(now, lambda g: times[g.id]) is None  # nothing is behind the bound yet
+    s.assert_bound("Q", 160, now, lease)
+    rel = s.plan_release(now, lambda g: times[g.id])
+    assert rel is not None and rel.rows == 2 and rel.upto == 160
+    s.apply_release(rel)
+    _, late, below, _ = s.insert("Q", [154, 156], now, lease, 5, raise_bound=False)
+    assert (late, below) == (1, 155)
+    s.detach("Q", now)
+    rel = s.plan_release(now, lambda g: times.get(g.id, [156]))
+    assert rel is not None and rel.upto is None  # no holder: everything staged goes

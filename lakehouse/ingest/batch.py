@@ -86,6 +86,8 @@ class BatchResult:
     """File -> (rows loaded, rows rejected) of the files that loaded."""
     rows_late: int = 0
     """Rows rejected ``late_row`` (earlier than the producer's bound), counted in rows_rejected."""
+    duplicate: bool = False
+    """Its idempotency key was inserted before: nothing of it was taken."""
 
 
 MAX_STAGE_ATTEMPTS = 3
@@ -216,12 +218,14 @@ class BatchRunner:
         self.planned: dict[str, list[Block]] = {}
         """Blocks planned when the files were taken (a recovered batch plans again)."""
 
-    def execute(self, state: IngestState, batch: Batch, recovered: bool = False) -> BatchResult:
+    def execute(self, state: IngestState, batch: Batch, recovered: bool = False,
+                key: tuple[str, int] | None = None, raise_bound: bool = True) -> BatchResult:
         """Take one batch to the end: stage its files with Spark (unless an earlier attempt left its
         manifest), register the good rows as the producer's insert with its rejects, and record each
         file's outcome in the state. Repeatable after a crash (``recovered``: an interrupted run's
         batch; its files are planned again and checked). A staging failure is raised, and after
-        MAX_STAGE_ATTEMPTS the batch's files are failed instead."""
+        MAX_STAGE_ATTEMPTS the batch's files are failed instead. ``key`` and ``raise_bound``: the
+        insert's idempotency key and bound rule (``Stream.register``)."""
         started = time.monotonic()
         app = state.app_id
         staging = join(self.paths.staging, f"ingest-{state.key}-{batch.number:08d}")
@@ -274,13 +278,16 @@ class BatchRunner:
         if not live_done:  # the good rows are this producer's insert (none: it still renews its lease)
             before = (self.stream.released.inserted, self.stream.released.updated)
             reg = self.stream.register(self.producer, app, batch.number, staging, failed_idx, load_id,
-                                       rejects=spec, manifest=manifest)  # its rejects are committed too
+                                       rejects=spec, manifest=manifest,  # its rejects are committed too
+                                       key=key, raise_bound=raise_bound)
             result.rows_inserted = self.stream.released.inserted - before[0]
             result.rows_updated = self.stream.released.updated - before[1]
         elif staged.has_rejects(spec, 0):  # a batch of a run before streams: its rejects, if not in yet
             staged.commit_rejects(self.definition, self.paths,
                                   DueRejects(app, batch.number, self.producer, None, None, 0, spec))
         crashpoints.reached("ingest_after_live")
+        if reg is not None and reg.duplicate:
+            return self._duplicate(state, batch, result, staging, key, started)
         late = reg.late_by_file if reg is not None else {}
         crashpoints.reached("ingest_after_rejects")
         for i, name in enumerate(batch.files):
@@ -306,6 +313,22 @@ class BatchRunner:
         crashpoints.reached("ingest_after_state")
         if reg is None or not reg.keeps_staging:
             remove_tree(staging)  # else the stream removes it once its rows are released
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _duplicate(self, state: IngestState, batch: Batch, result: BatchResult, staging: str,
+                   key: tuple[str, int] | None, started: float) -> BatchResult:
+        """A batch whose idempotency key the table had taken before: its files are recorded
+        ``discarded`` with the reason, nothing of it counted."""
+        for name in [*batch.files, *(n for n, _ in batch.failed)]:
+            e = state.files.get(name)
+            if e is not None:
+                e.status, e.rows, e.rows_rejected = "discarded", 0, 0
+                e.error = f"not inserted: idempotency key {key!r} was inserted before"
+        result.duplicate = True
+        state.pending = [b for b in state.pending if b.number != batch.number]
+        self.store.save(state)
+        remove_tree(staging)
         result.seconds = time.monotonic() - started
         return result
 

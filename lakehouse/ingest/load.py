@@ -82,6 +82,8 @@ class LoadResult:
     rows_below_cutoff: int = 0
     """Rows the load put into live with event time below ``cutoff``: queries see them only after
     the next archive run moves them into the archive (the late path)."""
+    duplicate: bool = False
+    """The insert's idempotency key was inserted before: nothing of it was taken."""
 
     @property
     def rows_loaded(self) -> int:
@@ -158,12 +160,14 @@ class Load:
         self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, self.stream, producer)
 
     def run(self, files: list[str], fmt: str | None = None, force: bool = False, one_shot: bool = True,
-            forget: bool = False) -> LoadResult:
+            forget: bool = False, key: tuple[str, int] | None = None, raise_bound: bool = True) -> LoadResult:
         """Load ``files`` (in order: a later file wins over an earlier one for the same key).
 
         ``one_shot`` (``lakehouse load``): the producer attaches, inserts and detaches; otherwise
         (``lakehouse producer T NAME insert``) it must be attached and stays so. ``forget``: the
-        files are temporary (rows given to the Python API): once done, the state forgets them."""
+        files are temporary (rows given to the Python API): once done, the state forgets them.
+        ``key``: the insert's idempotency key (app, version): taken before, nothing is taken
+        (``duplicate``). ``raise_bound`` False: the rows do not move the producer's bound."""
         check_loadable(self.definition, self.paths)
         result = LoadResult(self.definition.name)
         with self.store.lock(self.source, wait=LOCK_WAIT):
@@ -193,10 +197,17 @@ class Load:
             if one_shot and left:
                 self.stream.detach(self.producer)
                 self.stream.attach(self.producer)
-            taken = self._take(state, files, fmt, force, result, recovered)
+            if key is not None and self.stream.store.read().seen_key(key) is not None:
+                result.duplicate = True  # (checked again under the stream's lease when registering)
+                taken = None
+            else:
+                taken = self._take(state, files, fmt, force, result, recovered)
             if taken is not None:
-                result.batches.append(self.runner.execute(state, taken))
-                result.load_ids.append(state.load_id(taken))
+                done = self.runner.execute(state, taken, key=key, raise_bound=raise_bound)
+                result.duplicate = done.duplicate
+                result.batches.append(done)
+                if not done.duplicate:
+                    result.load_ids.append(state.load_id(taken))
                 if forget:
                     for name in [*taken.files, *(n for n, _ in taken.failed)]:
                         state.files.pop(name, None)

@@ -23,6 +23,7 @@ from lakehouse.errors import InputError, first_line
 from lakehouse.ingest.state import inbox_folder, producer_source
 from lakehouse.storage import join
 from lakehouse.stream.engine import Stream
+from lakehouse.stream.model import check_key
 from lakehouse.times import micros
 from lakehouse.warehouse import TablePaths
 
@@ -98,32 +99,58 @@ class Producer:
         self.stream.detach(self.name)
 
     def insert_files(self, files: list[str], input_format: str | None = None, force: bool = False,
-                     _temporary: bool = False) -> "LoadResult":
+                     _temporary: bool = False, idempotency_key: tuple[str, int] | None = None,
+                     moves_bound: bool = True) -> "LoadResult":
         """Insert files (CSV, JSON Lines, Parquet) as one batch; a file whose content this
-        producer inserted before is skipped unless ``force``."""
+        producer inserted before is skipped unless ``force``. ``idempotency_key`` and
+        ``moves_bound``: as for ``insert``."""
         from lakehouse.ingest.load import Load
 
+        key = None if idempotency_key is None else check_key(idempotency_key)
         load = Load(self.spark_factory, self.warehouse, self.definition, producer=self.name, stream=self.stream)
-        return load.run(files, input_format, force=force, one_shot=False, forget=_temporary)
+        return load.run(files, input_format, force=force, one_shot=False, forget=_temporary, key=key,
+                        raise_bound=moves_bound)
 
-    def insert(self, data: Any, input_format: str | None = None) -> "LoadResult":
+    def inserted(self, idempotency_key: tuple[str, int]) -> bool:
+        """Whether the table took an insert with this idempotency key (app, version), or with a
+        later version of the same app, from any producer."""
+        return self.stream.store.read().seen_key(check_key(idempotency_key)) is not None
+
+    def insert(self, data: Any, input_format: str | None = None, idempotency_key: tuple[str, int] | None = None,
+               moves_bound: bool = True) -> "LoadResult":
         """Insert rows: a list of dicts, an Arrow table or record batch, a pandas DataFrame, a
         Spark DataFrame, or a file path (or list of them).
 
         An insert happens when the stream registers it (one save of the stream's state): from then
         on its rows go into live or rejects even if this process dies (the next operation on the
         table, whoever runs it, finishes the insert). An insert interrupted before that took
-        nothing and never comes back. So an exception does not always mean "not inserted": an
-        application that retries after an error should look at ``stream()`` or the table first."""
+        nothing and never comes back.
+
+        ``idempotency_key`` = (app, version), as Delta's ``txnAppId``/``txnVersion``: the key is
+        saved in the same save that registers the insert, and an insert whose app the table has
+        seen at this version or a later one takes nothing (the result's ``duplicate``). So a
+        retry after an error, or a batch replayed after a crash, with the same key is safe:
+        give each batch of an application a growing version (a streaming query's batch id).
+
+        ``moves_bound`` (default True): the rows move the producer's bound to their latest event
+        time. False: only ``bound()`` moves it (a pipeline whose watermark is its bound): rows
+        above the bound wait staged until a later bound passes them, or the producer detaches."""
+        key = None if idempotency_key is None else check_key(idempotency_key)
+        if key is not None and self.stream.store.read().seen_key(key) is not None:
+            from lakehouse.ingest.load import LoadResult
+
+            return LoadResult(self.definition.name, duplicate=True)  # nothing written, nothing read
         if isinstance(data, (str, os.PathLike)):
-            return self.insert_files([os.fspath(data)], input_format)
+            return self.insert_files([os.fspath(data)], input_format, idempotency_key=key, moves_bound=moves_bound)
         if isinstance(data, list) and data and all(isinstance(x, (str, os.PathLike)) for x in data):
-            return self.insert_files([os.fspath(x) for x in data], input_format)
+            return self.insert_files([os.fspath(x) for x in data], input_format, idempotency_key=key,
+                                     moves_bound=moves_bound)
         inbox = inbox_folder(self.paths.root, producer_source(self.name))
         storage.make_dirs(inbox)
         files = self._write(data, inbox)
         try:
-            return self.insert_files(files, "parquet", force=True, _temporary=True)
+            return self.insert_files(files, "parquet", force=True, _temporary=True, idempotency_key=key,
+                                     moves_bound=moves_bound)
         finally:  # registered (the rows are staged) or failed whole; a crash leaves them to the next insert
             for f in files:
                 storage.delete(f)
@@ -175,21 +202,3 @@ class Producer:
 
 def _is_spark_frame(data: Any) -> bool:
     return type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark")
-
-
-class Table:
-    """A table of a project (``lh.table(name)``)."""
-
-    def __init__(self, lakehouse: Any, name: str) -> None:
-        self.lakehouse = lakehouse
-        self.name = name
-        self.definition = lakehouse.definition(name)
-
-    def producer(self, name: str, bound: Any = None, clock: Callable[[], int] | None = None) -> Producer:
-        """Producer ``name`` of this table (``clock``: a fixed clock in micros, for replays and tests)."""
-        return Producer(self.lakehouse.spark, self.lakehouse.settings.warehouse, self.definition, name,
-                        clock=clock, bound=bound)
-
-    def stream(self, now: Any = None) -> dict[str, Any]:
-        """The stream's state (bound, watermark, staged rows, producers)."""
-        return self.lakehouse.stream_status(self.name, now)

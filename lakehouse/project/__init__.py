@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from lakehouse.audit.verify import Check
     from lakehouse.ingest.load import LoadResult
     from lakehouse.ingest.pipeline import IngestReport
-    from lakehouse.ingest.producer import Producer, Table
+    from lakehouse.ingest.producer import Producer
+    from lakehouse.ingest.table import Table
     from lakehouse.jobs.compact import CompactPlan
     from lakehouse.jobs.history import Run
     from lakehouse.jobs.runner import Outcome
@@ -320,7 +321,7 @@ class Lakehouse(Queries):
 
     def table(self, name: str) -> Table:
         """A table handle: ``lh.table("trips").producer("app")`` (see lakehouse.ingest.producer)."""
-        from lakehouse.ingest.producer import Table
+        from lakehouse.ingest.table import Table
 
         return Table(self, name)
 

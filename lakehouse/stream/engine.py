@@ -93,6 +93,8 @@ class Registered:
     late_by_file: dict[int, int] = field(default_factory=dict)
     keeps_staging: bool = False
     """The stream now owns the staging folder (it removes it when all is released)."""
+    duplicate: bool = False
+    """Its idempotency key was inserted before: nothing was taken (no row, no reject)."""
 
     @property
     def late(self) -> int:
@@ -194,9 +196,12 @@ class Stream:
         return last if last.get("number") == number else {}
 
     def register(self, name: str, origin: str, number: int, staging: str, failed: list[int], load_id: str,
-                 rejects: dict[str, Any] | None = None, manifest: dict[str, Any] | None = None) -> Registered:
+                 rejects: dict[str, Any] | None = None, manifest: dict[str, Any] | None = None,
+                 key: tuple[str, int] | None = None, raise_bound: bool = True) -> Registered:
         """Insert the good rows staged in ``staging`` (files ``failed`` excluded) as producer
-        ``name``'s insert ``number`` of ``origin``; replayed inserts are recognised.
+        ``name``'s insert ``number`` of ``origin``; replayed inserts are recognised, and so is an
+        insert whose idempotency ``key`` (the caller's (app, version)) was inserted before: it takes
+        nothing (``duplicate``). The key is saved with the insert, in the same save.
 
         This is the moment the insert happens: one save takes its rows (staged, late) and its
         rejects (``rejects``: ``staged.rejects_spec`` of the bad rows and failed files; late rows
@@ -213,6 +218,10 @@ class Stream:
                 live_seg = any(s.id == seg_id for s in state.segments)
                 return Registered(seg_id, last.get("below"), {int(k): v for k, v in last.get("late", {}).items()},
                                   keeps_staging=live_seg)
+            if key is not None and state.seen_key(key) is not None:  # the caller's replay: nothing is taken
+                self.store.commit(state, state.expire(now))
+                self._release(state, lease, now)
+                return Registered(None, None, {}, duplicate=True)
             table = staged.read_times(self.definition, staging, failed)
             times = table["t"]
             if manifest and int(manifest.get("good", 0)) and not len(times):
@@ -220,7 +229,8 @@ class Stream:
                                      f"({staging}) are gone; nothing was registered: run the same command again")
             data = {"path": staging, "failed": failed, "load_id": load_id, "origin": origin, "number": number}
             seg, n_late, below, events = state.insert(name, times, now, self.lease_us, self.lateness_us, origin,
-                                                      number, segment_id=f"{state.insert_seq + 1:010d}", data=data)
+                                                      number, segment_id=f"{state.insert_seq + 1:010d}", data=data,
+                                                      key=key, raise_bound=raise_bound)
             late_by_file: dict[int, int] = {}
             if below is not None:
                 files, counts = np.unique(table["f"][times < below], return_counts=True)

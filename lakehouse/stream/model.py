@@ -186,6 +186,16 @@ class StreamState:
         top = _max(self.top, p.bound)
         return None if top is None else top - lateness
 
+    def seen_key(self, key: tuple[str, int]) -> Producer | None:
+        """The producer that inserted with idempotency key ``key`` = (app, version), or with a later
+        version of the same app (Delta's ``txnAppId``/``txnVersion`` rule), if any did."""
+        app, version = check_key(key)
+        for p in self.producers.values():
+            seen = p.inserts.get(key_origin(app))
+            if seen is not None and seen >= version:
+                return p
+        return None
+
     def seen_by(self, origin: str, number: int) -> Producer | None:
         """The producer that registered insert ``number`` of ``origin``, if any did."""
         for p in self.producers.values():
@@ -195,20 +205,31 @@ class StreamState:
 
     def insert(self, name: str, times: Times, now: int, lease: int, lateness: int | None,
                origin: str = "", number: int = 0, segment_id: str | None = None,
-               data: dict[str, Any] | None = None) -> tuple[Segment | None, int, int | None, list[Event]]:
+               data: dict[str, Any] | None = None, key: tuple[str, int] | None = None,
+               raise_bound: bool = True) -> tuple[Segment | None, int, int | None, list[Event]]:
         """Insert rows with these event times: (segment staged or None, rows late, the bound they
-        broke, events). The durable layer stages the segment's rows (event time >= the bound)."""
+        broke, events). The durable layer stages the segment's rows (event time >= the bound).
+
+        ``key``: the caller's idempotency key (app, version), recorded with the insert (``seen_key``
+        recognises it and every lower version of the app after). ``raise_bound`` False: the rows do
+        not move the producer's bound (a pipeline whose own watermark is its bound: its rows above
+        that wait staged until a later bound passes them)."""
+        if key is not None:
+            check_key(key)
         p, events = self._active(name, now, lease, "insert")
         below = self.late_below(name, lateness)
         ordered = _sorted(times)
         n_late = 0 if below is None else bisect.bisect_left(ordered, below)
         staged = ordered[n_late:]
-        if len(ordered):
+        if len(ordered) and raise_bound:
             p.bound = _max(p.bound, int(ordered[-1]))
         p.rejected += n_late
         p.inserted += len(staged)
         if origin:
             p.inserts[origin] = max(p.inserts.get(origin, 0), number)
+        if key is not None:
+            k = key_origin(key[0])
+            p.inserts[k] = max(p.inserts.get(k, -1), int(key[1]))
         seg = None
         if len(staged):
             self.insert_seq += 1
@@ -347,6 +368,28 @@ class StreamState:
             unlogged=list(d.get("unlogged", [])),
             rejects_due=[DueRejects.from_json(r) for r in d.get("rejects_due", [])],
         )
+
+
+KEY_PREFIX = "key:"
+"""Idempotency keys are kept among a producer's insert origins under this prefix (no origin of
+the write path starts with it)."""
+KEY_APP_MAX = 500
+
+
+def key_origin(app: str) -> str:
+    """The origin under which inserts with idempotency keys of ``app`` are remembered."""
+    return KEY_PREFIX + app
+
+
+def check_key(key: object) -> tuple[str, int]:
+    """An idempotency key: (app, version), app 1-500 printable characters, version an int >= 0."""
+    app: object = key[0] if isinstance(key, tuple) and len(key) == 2 else None
+    version: object = key[1] if isinstance(key, tuple) and len(key) == 2 else None
+    if not (isinstance(app, str) and 0 < len(app) <= KEY_APP_MAX and app.isprintable()
+            and isinstance(version, int) and not isinstance(version, bool) and version >= 0):
+        raise StreamError(f"bad idempotency key {key!r}: expected (app, version): app 1-{KEY_APP_MAX} printable "
+                          "characters, version an integer >= 0 (e.g. a query's id and its batch id)")
+    return app, version
 
 
 def _sorted(times: Times) -> Times:

@@ -1,0 +1,257 @@
+"""Structured Streaming into a table: each micro-batch is one insert of a producer, exactly once::
+
+    query = lh.table("clicks").write_stream(events, producer="clicks-app", checkpoint="/ck/clicks")
+
+``write_stream`` starts ``events.writeStream.foreachBatch(BatchWriter(...))`` with the checkpoint
+given; ``BatchWriter`` is also the function to pass to a ``writeStream`` of one's own (then with
+the same ``checkpointLocation``). Per micro-batch ``N``:
+
+- **exactly once**: the batch is the producer's insert with the idempotency key (query id, N):
+  the query's id is Spark's, kept in ``<checkpoint>/metadata`` (the same across restarts from the
+  checkpoint, new with a new checkpoint), as Delta's own ``txnAppId``/``txnVersion`` are used by
+  idempotent ``foreachBatch`` writes. The key is saved in the one save that registers the insert,
+  so a batch Spark runs again after a crash or a restart is recognised at any point: before the
+  save it was never taken, after it its rows are the table's (staged, live or rejects) and the
+  replay takes nothing (the check is made again under the stream's lease).
+- **bounds**: with a watermark in the query (``withWatermark``), the producer's bound is the
+  watermark the batch runs under (``batchWatermarkMs`` of ``<checkpoint>/offsets/N``, which Spark
+  writes before running the batch), asserted before the insert, and the batch's rows do not move
+  it: rows above it wait staged until a later batch's watermark passes them (or the query stops),
+  so the table's watermark follows the pipeline's; rows more than the table's allowed lateness
+  behind it go to rejects as ``late_row``. With no watermark, the batch's latest event time moves
+  the bound (as any insert).
+- **liveness**: ``write_stream`` attaches the producer when the query starts, renews its lease
+  with every batch and, from a thread of this process, every quarter lease while the query runs
+  with no new data, and detaches it when the query stops (or fails). A process that dies leaves
+  the producer attached until its lease runs out; the restarted query renews it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from lakehouse import storage
+from lakehouse.errors import InputError, LakehouseError, first_line
+from lakehouse.storage import join
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
+
+    from lakehouse.definitions import TableDefinition
+    from lakehouse.ingest.load import LoadResult
+    from lakehouse.ingest.producer import Producer
+
+log = logging.getLogger(__name__)
+
+KEY_APP = "spark-query:"
+"""An idempotency key's app of a streaming query: this, then the query's id."""
+
+
+def query_id(checkpoint: str) -> str:
+    """The id Spark keeps for a streaming query in its checkpoint (``metadata``: ``{"id": ...}``)."""
+    path = join(checkpoint, "metadata")
+    try:
+        doc = json.loads(storage.read_text(path).splitlines()[0])
+        return str(doc["id"])
+    except FileNotFoundError:
+        raise LakehouseError(f"{path}: no such file: is {checkpoint} the query's checkpointLocation?") from None
+    except (IndexError, KeyError, TypeError, ValueError) as e:
+        raise LakehouseError(f"{path}: not a streaming query's metadata: {first_line(e)}") from None
+
+
+def batch_watermark(checkpoint: str, batch_id: int) -> int:
+    """The event-time watermark batch ``batch_id`` runs under, in microseconds (0: none yet), from
+    the offsets Spark writes for it before running it (``offsets/<id>``: a version line, then
+    ``{"batchWatermarkMs": ..., ...}``)."""
+    path = join(checkpoint, "offsets", str(int(batch_id)))
+    try:
+        lines = storage.read_text(path).splitlines()
+        return int(json.loads(lines[1])["batchWatermarkMs"]) * 1000
+    except FileNotFoundError:
+        raise LakehouseError(f"{path}: no such file: is {checkpoint} the query's checkpointLocation?") from None
+    except (IndexError, KeyError, TypeError, ValueError) as e:
+        raise LakehouseError(f"{path}: not a streaming query's offsets: {first_line(e)}") from None
+
+
+def has_watermark(df: "DataFrame") -> bool:
+    """Whether a streaming DataFrame defines an event-time watermark (``withWatermark``)."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is not None:  # classic PySpark: the analysed plan's node
+        return "EventTimeWatermark" in jdf.queryExecution().logical().toString()
+    seen: set[int] = set()
+    todo = [getattr(df, "_plan", None)]
+    while todo:  # Spark Connect: the client's plan, walked
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node).__name__ == "WithWatermark":
+            return True
+        for v in vars(node).values():
+            kids = v if isinstance(v, (list, tuple)) else [v]
+            todo += [k for k in kids if type(k).__module__.startswith("pyspark.sql.connect.plan")]
+    return False
+
+
+def check_checkpoint(checkpoint: Any) -> str:
+    """A checkpoint location as the sink and Spark both use it (an absolute path or a URI)."""
+    if not isinstance(checkpoint, str) or not checkpoint.strip():
+        raise InputError(f"bad checkpoint {checkpoint!r}: give the streaming query's checkpoint location "
+                         "(a folder path or URI, one per query)")
+    return storage.absolute(checkpoint)
+
+
+@dataclasses.dataclass
+class BatchWriter:
+    """The ``foreachBatch`` function of a table's sink: batch N is producer ``producer``'s insert
+    with the key (query id, N). Plain data (it is pickled to a Spark Connect server), the
+    producer made on first use from the batch's session."""
+
+    warehouse: str
+    definition: "TableDefinition"
+    producer: str
+    checkpoint: str
+    watermark: bool = False
+    """The query defines a watermark: it is the producer's bound (else rows move the bound)."""
+    batches: int = 0
+    duplicates: int = 0
+
+    def __post_init__(self) -> None:
+        from lakehouse.ingest.producer import check_name
+
+        check_name(self.producer)
+        self.checkpoint = check_checkpoint(self.checkpoint)
+        self._app: str | None = None
+        self._producer: Producer | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_producer",)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._producer = None
+
+    def key(self, batch_id: int) -> tuple[str, int]:
+        """Batch ``batch_id``'s idempotency key."""
+        if self._app is None:
+            self._app = KEY_APP + query_id(self.checkpoint)
+        return self._app, int(batch_id)
+
+    def producer_for(self, df: "DataFrame") -> "Producer":
+        """The producer, on the session of the query's batches."""
+        if self._producer is None:
+            from lakehouse.ingest.producer import Producer
+
+            spark = df.sparkSession
+            self._producer = Producer(lambda: spark, self.warehouse, self.definition, self.producer)
+        return self._producer
+
+    def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        """``foreachBatch``'s call: insert micro-batch ``batch_id``."""
+        self.write(df, batch_id)
+
+    def write(self, df: "DataFrame", batch_id: int) -> "LoadResult | None":
+        """Insert micro-batch ``batch_id`` (nothing when its key was inserted before)."""
+        p = self.producer_for(df)
+        key = self.key(batch_id)
+        if p.inserted(key):
+            log.info("%s: batch %d of %s was inserted before; skipped", self.definition.name, batch_id, key[0])
+            self.duplicates += 1
+            return None
+        if not p.stream.attached(self.producer):  # detached (the query stopped) or never attached
+            p.attach()
+        if self.watermark:
+            w = batch_watermark(self.checkpoint, batch_id)
+            if w > 0:
+                p.stream.assert_bound(self.producer, w, raise_only=True)
+        result = p.insert(df, idempotency_key=key, moves_bound=not self.watermark)
+        self.batches += 1
+        if result.duplicate:
+            self.duplicates += 1
+        return result
+
+
+class Liveness:
+    """Keeps a query's producer holding the table's watermark: renews its lease every
+    ``every`` seconds while the query runs, detaches it when the query stops."""
+
+    def __init__(self, query: "StreamingQuery", producer: "Producer", every: float) -> None:
+        self.query = query
+        self.producer = producer
+        self.every = every
+        """Seconds between renewals while idle (whole seconds: ``awaitTermination``'s unit)."""
+        self.renewals = 0
+        self.thread = threading.Thread(target=self._run, name=f"lakehouse-sink-{producer.name}", daemon=True)
+        self.thread.start()
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """A program that stopped its query and ends: let the producer detach first."""
+        try:
+            stopped = not self.query.isActive
+        except Exception:  # noqa: BLE001 - the session is gone already
+            return
+        if stopped and self.thread.is_alive():
+            self.thread.join(timeout=10.0)
+
+    def _run(self) -> None:
+        p = self.producer
+        try:
+            while not self._stopped():
+                try:
+                    if p.stream.attached(p.name):
+                        p.heartbeat()
+                        self.renewals += 1
+                except LakehouseError as e:  # one failed renewal is not the end: the lease lasts
+                    log.warning("%s: producer %r: renewing its lease failed: %s", p.definition.name, p.name, e)
+        finally:
+            try:
+                if p.stream.attached(p.name):
+                    p.detach()
+            except LakehouseError as e:
+                log.warning("%s: producer %r: detaching failed (its lease runs out instead): %s",
+                            p.definition.name, p.name, e)
+
+    def _stopped(self) -> bool:
+        try:
+            return bool(self.query.awaitTermination(max(1, round(self.every))))
+        except Exception:  # noqa: BLE001 - the query failed: it stopped
+            return True
+
+
+def write_stream(df: "DataFrame", warehouse: str, definition: "TableDefinition", producer: str, checkpoint: str,
+                 trigger: dict[str, Any] | None = None, query_name: str | None = None,
+                 watermark: bool | None = None) -> "StreamingQuery":
+    """Start a streaming query writing ``df`` into the table as ``producer``'s inserts (see the
+    module's docstring); ``trigger``: ``writeStream.trigger``'s keywords (e.g.
+    ``{"processingTime": "10 seconds"}``); ``watermark``: whether the query's watermark is the
+    producer's bound (default: when ``df`` defines one)."""
+    from lakehouse.ingest.producer import Producer
+
+    if not getattr(df, "isStreaming", False):
+        raise InputError(f"{definition.name}: write_stream takes a streaming DataFrame (spark.readStream...); "
+                         "insert a batch DataFrame with producer(...).insert(df)")
+    writer = BatchWriter(warehouse, definition, producer, checkpoint,
+                         has_watermark(df) if watermark is None else bool(watermark))
+    spark = df.sparkSession
+    holder = Producer(lambda: spark, warehouse, definition, producer)
+    holder.attach()  # it holds the table's watermark from the start
+    stream = df.writeStream.foreachBatch(writer).option("checkpointLocation", writer.checkpoint)
+    if trigger:
+        stream = stream.trigger(**trigger)
+    if query_name:
+        stream = stream.queryName(query_name)
+    try:
+        query = stream.start()
+    except Exception:
+        holder.detach()
+        raise
+    every = min(60.0, max(1.0, definition.stream.lease.millis / 4000))
+    query._lakehouse_liveness = Liveness(query, holder, every)  # type: ignore[attr-defined]
+    return query
