@@ -225,6 +225,36 @@ def txn_commits(path: str, app_id: str, found: list[Commit] | None = None) -> li
     return out
 
 
+@dataclass(frozen=True)
+class AddedFile:
+    """A data file one commit added (its full path or URI, partition values and size)."""
+
+    path: str
+    partition: dict[str, str | None]
+    size: int
+
+
+def added_files(path: str, version: int) -> list[AddedFile] | None:
+    """The data files commit ``version`` added as a change of data (``dataChange``; compaction's
+    rewrites are not), read from its commit file; None when the commit file is gone (cleaned up
+    after a checkpoint, or never there)."""
+    fs, root = filesystem(join(path, "_delta_log"))
+    try:
+        with fs.open_input_stream(f"{root}/{int(version):020d}.json") as f:
+            text = f.read().decode("utf-8")
+    except (FileNotFoundError, OSError):
+        return None
+    out = []
+    for line in text.splitlines():
+        if '"add"' not in line:
+            continue
+        add = json.loads(line).get("add")
+        if add and add.get("dataChange", True):
+            out.append(AddedFile(file_uri(path, add["path"]), dict(add.get("partitionValues") or {}),
+                                 int(add.get("size") or 0)))
+    return out
+
+
 def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
     """The commit infos of a Delta table, newest first (the latest ``limit``)."""
     return list(_reading(path).history(limit))

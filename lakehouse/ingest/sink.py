@@ -35,7 +35,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import storage
+from lakehouse import crashpoints, storage
 from lakehouse.errors import InputError, LakehouseError, first_line
 from lakehouse.storage import join
 
@@ -170,7 +170,9 @@ class BatchWriter:
             w = batch_watermark(self.checkpoint, batch_id)
             if w > 0:
                 p.stream.assert_bound(self.producer, w, raise_only=True)
+        crashpoints.reached("sink_before_insert")
         result = p.insert(df, idempotency_key=key, moves_bound=not self.watermark)
+        crashpoints.reached("sink_after_insert")  # inserted; Spark has not recorded the batch done
         self.batches += 1
         if result.duplicate:
             self.duplicates += 1

@@ -4,9 +4,13 @@ its stream's state, and the Structured Streaming sink into it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.ingest.producer import Producer
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
 
 
 class Table:
@@ -42,6 +46,46 @@ class Table:
         from lakehouse.ingest.sink import BatchWriter
 
         return BatchWriter(self.lakehouse.settings.warehouse, self.definition, producer, checkpoint, watermark)
+
+    # -- the change feed (lakehouse.stream.changes) ------------------------------------------------
+
+    def changes(self, start: Any = None, end: Any = None) -> "pa.Table":
+        """The rows releases ``start`` to ``end`` put into the table (release numbers or times,
+        inclusive; None: from the first, to the last), each once with its release, release time,
+        the table's watermark then and its producer (``_lh_*`` columns); read with Arrow, no Spark."""
+        from lakehouse.stream import changes
+
+        return changes.read(self.definition, self._paths, start, end)
+
+    def read_changes(self, start: Any = None, end: Any = None) -> "DataFrame":
+        """``changes`` as a Spark DataFrame (read by Spark's tasks, a few releases each)."""
+        from lakehouse.stream import changes
+        from lakehouse.stream.changes_spark import read_changes
+
+        first, last = changes.span(self._paths, start, end)
+        return read_changes(self.lakehouse.spark(), self.lakehouse.settings.warehouse, self.definition, first, last)
+
+    def read_stream(self, start: Any = "earliest") -> "DataFrame":
+        """The table's change feed as a streaming DataFrame: every release from ``start`` (a
+        release number, a time, ``"earliest"`` or ``"latest"``: the next release), then each
+        release as it is committed; a query restarted from its checkpoint goes on after the last
+        release it took. Archiving and compaction are not changes; a key released again is a
+        new row (its ``_lh_release`` is later)."""
+        from lakehouse.stream import changes
+        from lakehouse.stream.changes_spark import read_stream
+
+        found = changes.Releases(self._paths)
+        if start in (None, "earliest"):
+            first = 1
+        elif start == "latest":
+            first = found.latest() + 1
+        else:
+            first = changes.position(found, start)
+        return read_stream(self.lakehouse.spark(), self.lakehouse.settings.warehouse, self.definition, first)
+
+    @property
+    def _paths(self) -> Any:
+        return self.lakehouse.paths(self.name)
 
     def stream(self, now: Any = None) -> dict[str, Any]:
         """The stream's state (bound, watermark, staged rows, producers)."""

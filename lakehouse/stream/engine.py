@@ -331,7 +331,9 @@ class Stream:
                                                 "upto": fmt(rel.upto) if rel.upto is not None else None}})
         ledger.record(self.paths, rel.seq, wall_clock(), [  # when and from whom these rows entered live
             {"load": release_load(segments[sid], rel.seq), "producer": segments[sid].producer, "after": lo,
-             "upto": hi, "rows": rel.counts.get(sid, 0)} for sid, (lo, hi) in sorted(rel.ranges.items())])
+             "upto": hi, "rows": rel.counts.get(sid, 0)} for sid, (lo, hi) in sorted(rel.ranges.items())],
+            watermark=rel.upto if rel.upto is not None else max((t for t in (rel.bound, state.floor) if t is not None),
+                                                                default=None))
         crashpoints.kill_later("stream_during_release", 0.3)
         ranges = sorted(rel.ranges.items())
         if small(self.paths, rel.rows, days):  # a few rows: Arrow and delta-rs, no Spark job

@@ -5,7 +5,8 @@ producer's insert); the time they were loaded is recorded here, in ``<table>/_st
 one JSON line per release of the stream (THE only path into live)::
 
     {"release": 7, "at": <micros>, "loads": [{"load": "load-00000003", "producer": "load",
-                                              "after": <micros|null>, "upto": <micros>, "rows": 1000}]}
+                                              "after": <micros|null>, "upto": <micros>, "rows": 1000}],
+     "watermark": <micros|null>}
 
 A release commits, per insert, the staged rows with ``after < event time <= upto``; a row of live
 or the archive with load id L and event time t was therefore loaded by the one release whose
@@ -42,10 +43,12 @@ def ledger_path(paths: TablePaths) -> str:
     return join(paths.root, "_stream", LEDGER_FILE)
 
 
-def record(paths: TablePaths, release: int, at: int, loads: list[dict[str, Any]]) -> None:
+def record(paths: TablePaths, release: int, at: int, loads: list[dict[str, Any]], watermark: int | None = None) -> None:
     """Append a release's line (before its commit into live): ``loads`` holds one
-    ``{load, producer, after, upto, rows}`` per insert the release takes rows of."""
-    lines.append_json_lines(ledger_path(paths), [{"release": int(release), "at": int(at), "loads": loads}])
+    ``{load, producer, after, upto, rows}`` per insert the release takes rows of; ``watermark``:
+    the table's watermark once the release is in (micros; the change feed shows it)."""
+    lines.append_json_lines(ledger_path(paths), [{"release": int(release), "at": int(at), "loads": loads,
+                                                  "watermark": watermark}])
 
 
 def releases(paths: TablePaths, committed: int | None = None) -> dict[int, dict[str, Any]]:
