@@ -1,5 +1,5 @@
 """Small commits into live and rejects without Spark (lakehouse/live.py ``commit_live_rows``,
-lakehouse/delta_log.py ``upsert``, lakehouse/rejects.py): the latest row of each key is the one
+lakehouse/delta_log ``upsert``, lakehouse/rejects.py): the latest row of each key is the one
 Spark's path chooses, for every class of key collision, order and null; a record without raw text
 reads as the JSON Spark's ``to_json`` writes; delta-rs commits racing each other and Spark's
 lose and double nothing; and what they write, Spark and DuckDB read."""
