@@ -119,7 +119,8 @@ SCOPE_SECONDS = {
     "test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse": 230,
     "test_s3.py::on the S3 Spark Connect server": 155,
     "test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none": 45,
-    "test_s3.py": 40,
+    "test_s3.py": 40, "test_sink_kills.py": 80, "test_changes_kills.py": 100, "test_changes.py": 50,
+    "test_sink.py": 30,
 }
 """Seconds each scope took in a `make test` of two workers on this machine (the order they start
 in; an unlisted scope is light and starts after these)."""

@@ -206,3 +206,52 @@ def test_write_stream_refuses_a_batch_frame_and_a_bad_checkpoint(spark: Any, pro
         t.foreach_batch("p", "")
     with pytest.raises(InputError, match="bad producer name"):
         t.foreach_batch(" p", "/tmp/x")
+
+
+CONNECT_CLIENT = """
+import json, sys
+from pathlib import Path
+import lakehouse
+root = Path(sys.argv[1])
+lh = lakehouse.open(str(root))
+spark = lh.spark()
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+t = lh.table("clicks")
+landing = root / "landing"
+landing.mkdir()
+(landing / "0.json").write_text(json.dumps({"user_id": 1, "url": "/a", "at": "2026-11-20T10:00:00Z"}) + "\\n")
+events = (spark.readStream.schema("user_id long, url string, at timestamp").json(str(landing))
+          .withWatermark("at", "1 minute"))
+q = t.write_stream(events, producer="pipe", checkpoint=str(root / "ck"))
+q.processAllAvailable()
+(landing / "1.json").write_text(json.dumps({"user_id": 2, "url": "/b", "at": "2026-11-20T10:05:00Z"}) + "\\n")
+q.processAllAvailable()
+held = t.stream()
+q.stop()
+q._lakehouse_liveness.thread.join(30)
+feed = t.read_stream().writeStream.format("memory").queryName("feed").start()
+feed.processAllAvailable()
+streamed = sorted(r.user_id for r in spark.sql("SELECT user_id FROM feed").collect())
+feed.stop()
+print(json.dumps({"staged_while_running": held["staged"], "attached_after": t.stream()["producers"][0]["attached"],
+                  "streamed": streamed, "batch": sorted(r.user_id for r in t.read_changes().collect())}))
+"""
+
+
+@pytest.mark.slow
+def test_the_sink_and_the_feed_run_on_a_spark_connect_session(spark: Any, project: Project) -> None:
+    """A client of a Spark Connect server (a notebook after `lakehouse server start`): the sink's
+    batch function runs on the server, the feed's data source too."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, suite_server
+
+    clicks(project)
+    env = {**os.environ, "LAKEHOUSE_REMOTE": suite_server(), "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", CONNECT_CLIENT, str(project.root)], env=env, capture_output=True,
+                         text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc == {"staged_while_running": 2, "attached_after": False, "streamed": [1, 2], "batch": [1, 2]}

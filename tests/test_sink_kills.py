@@ -14,7 +14,7 @@ is released) and a last archiving run moves the late path's rows.
 Checked: every row dropped is exactly once in the split view or in rejects (bad rows with their
 reason, late rows as ``late_row``); nothing stays staged; the table's watermark, sampled all along
 (also while a worker was being killed), never moved back. Seeds: ``LAKEHOUSE_SINK_SEEDS=5,6``
-(each failure prints its seed); ``LAKEHOUSE_SINK_KILLS`` kills per seed (default 4).
+(each failure prints its seed); ``LAKEHOUSE_SINK_KILLS`` kills per seed (default 3).
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ import datetime as dt
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -35,63 +32,17 @@ import pytest
 
 from lakehouse.stream.engine import describe, wall_clock
 from lakehouse.stream.store import StreamStore
-from tests.conftest import CLICKS, FAST_JVM, REPO, Project
+from tests.conftest import CLICKS, Project
+from tests.worker_process import Worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 UTC = dt.timezone.utc
 SEEDS = [int(s) for s in os.environ.get("LAKEHOUSE_SINK_SEEDS", "41").split(",") if s.strip()]
-KILLS = int(os.environ.get("LAKEHOUSE_SINK_KILLS", "4"))
+KILLS = int(os.environ.get("LAKEHOUSE_SINK_KILLS", "3"))
 POINTS = ("-", "sink_before_insert", "ingest_after_take", "ingest_after_staging", "stream_after_insert",
           "stream_after_plan", "stream_after_live", "stream_after_state", "stream_before_rejects",
           "ingest_after_state", "sink_after_insert")
 BASE = dt.datetime(2026, 11, 20, 10, tzinfo=UTC)
-
-
-class Worker:
-    """One sink process (started ahead of time: its Spark is up before it is needed)."""
-
-    def __init__(self, root: Path, landing: Path, ck: Path, point: str, seconds: float, log: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
-        env.update(LAKEHOUSE_MASTER="local[1]", LAKEHOUSE_JAVA_OPTS=FAST_JVM, PYTHONPATH=str(REPO))
-        self.point = point
-        self.err = log.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.sink_worker", str(root), str(landing), str(ck), point, f"{seconds:.3f}"],
-            cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
-            start_new_session=True)
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.strip())
-
-    def wait_for(self, word: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if word in self.lines:
-                return True
-            if self.proc.poll() is not None:
-                self.reader.join(5)
-                return word in self.lines
-            time.sleep(0.05)
-        return False
-
-    def send(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(60)
-        self.err.close()
 
 
 class Feed:
@@ -159,16 +110,19 @@ def test_a_streaming_query_killed_and_restarted_takes_every_row_once(spark: Any,
     feed = Feed(rng, landing, project)
     for _ in range(3):
         feed.drop()
-    plan = [(rng.choice(POINTS), rng.uniform(1.0, 6.0)) for _ in range(KILLS)] + [("end", 0.0)]
+    plan = [(rng.choice(POINTS), rng.uniform(1.0, 4.0)) for _ in range(KILLS)] + [("end", 0.0)]
     logs = tmp_path / "logs"
     logs.mkdir()
-    worker = Worker(project.root, landing, ck, *plan[0], logs / "worker-0.log")
+    def start(point: str, seconds: float, n: int) -> Worker:
+        return Worker("tests.sink_worker", [str(project.root), str(landing), str(ck), point, f"{seconds:.3f}"],
+                      logs / f"worker-{n}.log")
+
+    worker = start(*plan[0], 0)
     done: list[str] = []
     try:
         for n, (point, seconds) in enumerate(plan):
             assert worker.wait_for("ready", 180), f"seed {seed}: worker {n} did not start ({logs})"
-            nxt = Worker(project.root, landing, ck, *plan[n + 1], logs / f"worker-{n + 1}.log") \
-                if n + 1 < len(plan) else None
+            nxt = start(*plan[n + 1], n + 1) if n + 1 < len(plan) else None
             worker.send("go")
             assert worker.wait_for("started", 120), f"seed {seed}: worker {n} did not start its query ({logs})"
             feed.start()
