@@ -133,7 +133,31 @@ def check_operations(text: str, run: Run) -> None:
     assert run.images() >= 2
 
 
+def check_pyspark(text: str, run: Run) -> None:
+    backfill = num(text, r"backfill inserted (\d+) rows")
+    assert num(text, r"archived (\d+) rows") == backfill == 400
+    rows, by_query = map(int, grab(text, r"rows: (\d+) = query: (\d+)"))
+    assert rows == by_query == backfill
+    assert grab(text, r"views: (.*)") == ("clicks, lakehouse_watermarks",)
+    assert num(text, r"duckdb: (\d+) rows") == backfill
+    # the pipeline's watermark is its bound; the table's follows it; rows above it wait staged
+    first = grab(text, r"after file 1: watermark (\S+), staged (\d+)")
+    assert first[1] == "40"
+    w2, staged2, b2 = grab(text, r"after file 2: watermark (\S+), staged (\d+), pipeline bound (\S+), attached True")
+    assert w2 == b2 == "09:17" and 0 < int(staged2) < 80  # 09:17:30 = 09:19:30 less 2 minutes
+    w3, b3 = grab(text, r"after file 3: watermark (\S+), staged \d+, pipeline bound (\S+), attached True")
+    assert w3 == b3 == "09:37"
+    late = re.findall(r"\((\d+), 'late_row', '(\S+)'\)", grab(text, r"rejects: (.*)")[0])
+    assert late == [("2001", "09:36"), ("2002", "09:36"), ("2003", "09:36")]  # the bound less a minute
+    assert grab(text, r"stopped: +watermark \S+, staged (\d+), .*attached (\w+)") == ("0", "False")
+    releases = re.findall(r"^ +(\d+) +(backfill|clicks-pipeline) +(\d+) ", text, re.M)
+    assert sum(int(n) for _, p, n in releases if p == "clicks-pipeline") == 120  # every row once, less the late
+    assert [r for r, _, _ in releases] == [str(i) for i in range(1, len(releases) + 1)]
+    grab(text, r"hourly counts from the feed = a batch query over the split view: (True)")
+
+
 CHECKS: dict[str, Callable[[str, Run], None]] = {
+    "04_pyspark": check_pyspark,
     "01_quickstart": check_quickstart,
     "02_archive_internals": check_archive_internals,
     "03_operations": check_operations,
@@ -195,7 +219,7 @@ def test_notebook(path: Path, executed: dict[str, Any]) -> None:
 def test_every_notebook_is_collected() -> None:
     """The glob finds the notebooks, and every entry of CHECKS names one."""
     stems = {p.stem for p in PATHS}
-    assert {"01_quickstart", "02_archive_internals", "03_operations"} <= stems
+    assert {"01_quickstart", "02_archive_internals", "03_operations", "04_pyspark"} <= stems
     assert set(CHECKS) <= stems
 
 
