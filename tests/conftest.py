@@ -88,10 +88,13 @@ event_time: at
 APART = (
     "tests/test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again",
     "tests/test_stream_kills.py::test_random_kills_lose_and_double_nothing[",
-    "tests/test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse",
     "tests/test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none",
 )
 TOGETHER = {
+    "tests/test_s3.py::on the standalone cluster": (
+        "tests/test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse",
+        "tests/test_s3.py::test_a_spark_submit_job_runs_lakehouse_on_the_standalone_cluster",
+    ),
     "tests/test_s3.py::on the S3 Spark Connect server": (
         "tests/test_s3.py::test_kills_of_archive_on_s3_followed_by_other_writers_lose_and_double_nothing",
         "tests/test_s3.py::test_kills_of_ingest_and_producer_insert_on_s3_lose_and_double_nothing",
@@ -101,7 +104,8 @@ TOGETHER = {
 }
 """Tests apart from their module that share one scope (its name, then theirs): the tests of the
 ``s3_spark`` fixture run on one worker, so the suite starts one S3 Spark Connect server (a JVM of
-about 30 CPU-s), not one per worker."""
+about 30 CPU-s), not one per worker; so do those of the ``spark_cluster`` fixture (one standalone
+master and worker)."""
 SCOPE_SECONDS = {
     "test_archive_safety.py": 275, "test_stream_crash.py": 275, "test_jobs_processes.py": 305,
     "test_archive_safety.py::test_a_backfill_of_600_days_archives_purges_and_archives_again": 80,
@@ -116,7 +120,7 @@ SCOPE_SECONDS = {
     "test_ledger.py": 60, "test_stream_interleavings.py": 50, "test_lateness_e2e.py": 20, "test_stream_model.py": 15,
     "test_server.py": 220, "test_format_contract.py": 55, "test_no_spark.py": 30, "test_tour.py": 50,
     "test_bench_cli.py": 45, "test_bench_runs.py": 150, "test_purge.py": 30, "test_small_commits.py": 30,
-    "test_s3.py::test_the_story_told_on_s3_and_a_cluster_answers_as_on_a_local_warehouse": 230,
+    "test_s3.py::on the standalone cluster": 290,
     "test_s3.py::on the S3 Spark Connect server": 155,
     "test_s3.py::test_two_spark_processes_racing_commits_to_one_table_on_s3_lose_none": 45,
     "test_s3.py": 40, "test_sink_kills.py": 80, "test_changes_kills.py": 100, "test_changes.py": 50,

@@ -802,3 +802,60 @@ def test_a_document_replaced_while_it_is_read_reads_whole_old_or_new(lake):
         stop.set()
         writer.join()
     assert set(seen) <= {0, 1}
+
+
+SUBMITTED_JOB = '''
+import json, sys
+import lakehouse
+from pyspark.sql import SparkSession, functions as F
+
+spark = SparkSession.builder.appName("hourly-report").getOrCreate()   # spark-submit's session
+lh = lakehouse.open(sys.argv[1], spark=spark)
+report = (lh.frame("trips").where(F.col("event_date") >= "2026-11-19")
+            .groupBy("event_date", "city_id").agg(F.sum("fare_total").alias("fares")))
+report.write.mode("overwrite").parquet(sys.argv[2])
+done = lh.archive("trips")
+print(json.dumps({"archived": done.rows_archived, "master": spark.conf.get("spark.master"),
+                  "same": lh.spark() is spark}))
+'''
+
+
+@pytest.mark.slow
+def test_a_spark_submit_job_runs_lakehouse_on_the_standalone_cluster(spark_cluster, repo_copy, spark, tmp_path):
+    """README's `spark-submit` job: its session (Delta's settings on the command line) is the one
+    every lakehouse command of the job runs on, on the cluster's executors (the package shipped to
+    them by `open`); its report is the split view's answer, its archiving run moves the rows."""
+    import datetime as dt
+
+    import pyarrow.parquet as pq
+
+    from lakehouse.demo import generate
+    from lakehouse.spark.session import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
+
+    p = repo_copy
+    p.lh.migrate()
+    generate(p.root / "in", rows=600, days=3, end=dt.date(2026, 11, 20))
+    p.lh.ingest("trips", str(p.root / "in"), drain=True)
+    want = p.lh.query("SELECT event_date, city_id, sum(fare_total) AS fares FROM trips "
+                      "WHERE event_date >= DATE '2026-11-19' GROUP BY 1, 2 ORDER BY 1, 2", "duckdb")
+    job, out = tmp_path / "hourly_report.py", tmp_path / "report"
+    job.write_text(SUBMITTED_JOB)
+    submit = os.path.join(os.path.dirname(__import__("pyspark").__file__), "bin", "spark-submit")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_")}
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=str(REPO),
+               SPARK_SUBMIT_OPTS=FAST_JVM)
+    confs = [f"spark.sql.extensions={DELTA_EXTENSION}", f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}",
+             "spark.sql.session.timeZone=UTC", "spark.executor.memory=1g", "spark.cores.max=2",
+             *SMALL_JOBS.split(), *SMALL_CLUSTER.split()]
+    cmd = [submit, "--master", spark_cluster, "--jars", ",".join(delta_jars())]
+    for c in confs:
+        cmd += ["--conf", c]
+    r = subprocess.run([*cmd, str(job), str(p.root), str(out)], env=env, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["master"] == spark_cluster and doc["same"] and doc["archived"] > 0
+    got = pq.read_table(str(out)).sort_by([("event_date", "ascending"), ("city_id", "ascending")])
+    assert got.column("city_id").to_pylist() == want.column("city_id").to_pylist()
+    assert [round(x, 6) for x in got.column("fares").to_pylist()] == \
+        [round(x, 6) for x in want.column("fares").to_pylist()]
