@@ -255,3 +255,28 @@ def test_the_sink_and_the_feed_run_on_a_spark_connect_session(spark: Any, projec
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc == {"staged_while_running": 2, "attached_after": False, "streamed": [1, 2], "batch": [1, 2]}
+
+
+def test_an_idle_query_keeps_holding_the_watermark(spark: Any, project: Project, tmp_path: Path) -> None:
+    """No new data for longer than the producer's lease: the query's producer still holds the
+    table's watermark (renewed while idle), another producer's rows wait behind it."""
+    import time
+
+    clicks(project, "{lease: 3s}")
+    landing = tmp_path / "landing"
+    drop(landing, "0.json", [(1, 0)])
+    t = project.lh.table("clicks")
+    events = spark.readStream.schema(SCHEMA).json(str(landing)).withWatermark("at", "1 minute")
+    q = t.write_stream(events, producer="pipe", checkpoint=str(tmp_path / "ck"))
+    try:
+        q.processAllAvailable()
+        with t.producer("other") as other:
+            other.insert([{"user_id": 2, "url": "/o", "at": at(30)}])
+            time.sleep(7)  # more than two leases with no new file
+            s = t.stream()
+            assert one(s, "pipe")["holding"] and s["staged"] >= 1  # "other"'s row waits behind the pipeline
+            assert q._lakehouse_liveness.renewals >= 2  # type: ignore[attr-defined]
+    finally:
+        q.stop()
+    q._lakehouse_liveness.thread.join(30)  # type: ignore[attr-defined]
+    assert not one(t.stream(), "pipe")["attached"]
