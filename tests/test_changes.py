@@ -129,3 +129,38 @@ def test_a_release_whose_files_are_gone_is_refused_in_one_line(orders: Project) 
     with pytest.raises(FeedGone, match="release 1") as e:
         t.changes()
     assert "\n" not in str(e.value)
+
+
+def test_releases_from_before_a_column_was_added_read_it_as_null(orders: Project) -> None:
+    p = orders
+    t = p.lh.table("orders")
+    with t.producer("a") as a:
+        a.insert([row("x1", "1", "2026-11-20T10:00:00Z")])
+    p.table(ORDERS.replace("primary_key:", "  - {name: note, type: string}\nprimary_key:"))
+    p.migration("0002_add_note.py", """
+        def upgrade(ctx):
+            ctx.add_columns("orders", [{"name": "note", "type": "string"}])
+    """)
+    p.lh.migrate()
+    with p.lh.table("orders").producer("a") as a:
+        a.insert([{**row("x2", "2", "2026-11-20T11:00:00Z"), "note": "new"}])
+    feed = p.lh.table("orders").changes()
+    assert sorted((r[RELEASE], r["id"], r["note"]) for r in feed.to_pylist()) == [(1, "x1", None), (2, "x2", "new")]
+
+
+def test_feed_positions_are_checked_in_one_line(orders: Project) -> None:
+    from lakehouse.errors import LakehouseError
+
+    t = orders.lh.table("orders")
+    with t.producer("a") as a:
+        a.insert([row("x1", "1", "2026-11-20T10:00:00Z")])
+        a.insert([row("x2", "2", "2026-11-20T11:00:00Z")])
+    for bad in (0, -1, 4, "soon", True, 1.5):
+        with pytest.raises(LakehouseError, match="bad feed position") as e:
+            t.changes(start=bad)
+        assert "\n" not in str(e.value)
+    assert t.changes(start=3).num_rows == 0  # the next release: nothing yet
+    assert t.changes(start=2, end=1).num_rows == 0
+    assert t.changes(start=dt.date(2020, 1, 1)).num_rows == 2  # a date: from its midnight
+    with pytest.raises(LakehouseError, match="bad feed position"):
+        t.read_stream(start=0)

@@ -206,6 +206,9 @@ def test_write_stream_refuses_a_batch_frame_and_a_bad_checkpoint(spark: Any, pro
         t.foreach_batch("p", "")
     with pytest.raises(InputError, match="bad producer name"):
         t.foreach_batch(" p", "/tmp/x")
+    with pytest.raises(InputError, match="lakehouse reads a query's checkpoint on a local path or s3://"):
+        t.foreach_batch("p", "hdfs://nn/ck")
+    assert t.foreach_batch("p", "file:///tmp/ck").checkpoint == "/tmp/ck"
 
 
 CONNECT_CLIENT = """
@@ -280,3 +283,62 @@ def test_an_idle_query_keeps_holding_the_watermark(spark: Any, project: Project,
         q.stop()
     q._lakehouse_liveness.thread.join(30)  # type: ignore[attr-defined]
     assert not one(t.stream(), "pipe")["attached"]
+
+
+def test_a_checkpoint_behind_the_table_is_refused_and_the_last_batch_again_takes_nothing(
+        spark: Any, project: Project, tmp_path: Path) -> None:
+    """Spark only runs its last batch again: the same batch id is a duplicate; a lower one means the
+    checkpoint was restored or reset, and the batch is refused in one line (not dropped silently)."""
+    from lakehouse.errors import LakehouseError
+
+    clicks(project)
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "metadata").write_text(json.dumps({"id": "3f6c1d2e-query"}) + "\n")
+    writer = project.lh.table("clicks").foreach_batch("pipe", str(ck))
+    rows = spark.createDataFrame([(1, "/a", dt.datetime(2026, 11, 20, 10))], SCHEMA)
+    assert writer.write(rows, 5).rows_loaded == 1
+    assert writer.write(rows, 5).duplicate
+    with pytest.raises(LakehouseError, match="behind the table: its query runs batch 3, the table took batch 5") as e:
+        writer.write(rows, 3)
+    assert "\n" not in str(e.value)
+    assert writer.write(rows, 6).rows_loaded == 1
+    project.lh.table("clicks").producer("pipe").detach()
+    assert len(project.live("clicks")) == 2
+
+
+def test_a_watermark_that_is_not_the_event_times_is_refused(spark: Any, project: Project, tmp_path: Path) -> None:
+    from lakehouse.errors import InputError
+
+    clicks(project)
+    t = project.lh.table("clicks")
+    source = spark.readStream.schema(SCHEMA + ", seen timestamp").json(str(tmp_path))
+    with pytest.raises(InputError, match="watermark is on 'seen', not on the table's event time 'at'"):
+        t.write_stream(source.withWatermark("seen", "1 minute"), producer="p", checkpoint=str(tmp_path / "ck"))
+    with pytest.raises(InputError, match="watermark=True but the query defines none"):
+        t.write_stream(source, producer="p", checkpoint=str(tmp_path / "ck"), watermark=True)
+    assert not t.stream()["producers"]  # nothing attached
+
+
+def test_an_idle_query_moves_its_bound_to_the_watermark_of_its_next_batch(
+        spark: Any, project: Project, tmp_path: Path) -> None:
+    """Spark runs no batch for a query with no new data (and no state): the last batch's rows above
+    its watermark would wait; the sink moves the bound to the watermark the next batch would run
+    under (the last batch's latest event time less the delay), so they go."""
+    import time
+
+    clicks(project, "{lease: 4s}")
+    landing = tmp_path / "landing"
+    drop(landing, "0.json", [(1, 0), (2, 30)])
+    t = project.lh.table("clicks")
+    events = spark.readStream.schema(SCHEMA).json(str(landing)).withWatermark("at", "10 minutes")
+    q = t.write_stream(events, producer="pipe", checkpoint=str(tmp_path / "ck"))
+    try:
+        q.processAllAvailable()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and to_micros(one(t.stream(), "pipe")["bound"] or at(0)) < to_micros(at(20)):
+            time.sleep(0.5)
+        assert to_micros(one(t.stream(), "pipe")["bound"]) == to_micros(at(20))
+        assert sorted(r["user_id"] for r in project.live("clicks")) == [1]  # 10:00 released, 10:30 waits
+    finally:
+        q.stop()

@@ -568,7 +568,7 @@ def test_rows_that_do_not_move_the_bound_wait_for_a_later_bound() -> None:
     s, now, lease = StreamState(), START, 10**9
     times: dict[str, list[int]] = {}
     s.attach("Q", now, lease, 100)
-    seg, late, _, _ = s.insert("Q", [150, 120, 180], now, lease, 5, raise_bound=False)
+    seg, late, _, _ = s.insert("Q", [150, 120, 180], now, lease, 5, moves_bound=False)
     assert seg is not None and late == 0 and s.producers["Q"].bound == 100
     times[seg.id] = [120, 150, 180]
     assert s.plan_release(now, lambda g: times[g.id]) is None  # nothing is behind the bound yet
@@ -576,7 +576,7 @@ def test_rows_that_do_not_move_the_bound_wait_for_a_later_bound() -> None:
     rel = s.plan_release(now, lambda g: times[g.id])
     assert rel is not None and rel.rows == 2 and rel.upto == 160
     s.apply_release(rel)
-    _, late, below, _ = s.insert("Q", [154, 156], now, lease, 5, raise_bound=False)
+    _, late, below, _ = s.insert("Q", [154, 156], now, lease, 5, moves_bound=False)
     assert (late, below) == (1, 155)
     s.detach("Q", now)
     rel = s.plan_release(now, lambda g: times.get(g.id, [156]))

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from lakehouse.storage import filesystem, join
 from lakehouse.times import from_millis
@@ -87,10 +88,8 @@ def txn_commits(path: str, app_id: str, found: list[Commit] | None = None) -> li
     fs, root = filesystem(join(path, "_delta_log"))
     out: list[TxnCommit] = []
     for c in commits(path) if found is None else found:
-        try:
-            with fs.open_input_stream(f"{root}/{c.version:020d}.json") as f:
-                text = f.read().decode("utf-8")
-        except (FileNotFoundError, OSError):
+        text = _commit_text(fs, root, c.version)
+        if text is None:
             continue  # only in a checkpoint now (the commit file was cleaned up)
         for line in text.splitlines():
             if '"txn"' not in line:
@@ -115,10 +114,8 @@ def added_files(path: str, version: int) -> list[AddedFile] | None:
     rewrites are not), read from its commit file; None when the commit file is gone (cleaned up
     after a checkpoint, or never there)."""
     fs, root = filesystem(join(path, "_delta_log"))
-    try:
-        with fs.open_input_stream(f"{root}/{int(version):020d}.json") as f:
-            text = f.read().decode("utf-8")
-    except (FileNotFoundError, OSError):
+    text = _commit_text(fs, root, int(version))
+    if text is None:
         return None
     out = []
     for line in text.splitlines():
@@ -129,3 +126,12 @@ def added_files(path: str, version: int) -> list[AddedFile] | None:
             out.append(AddedFile(file_uri(path, add["path"]), dict(add.get("partitionValues") or {}),
                                  int(add.get("size") or 0)))
     return out
+
+
+def _commit_text(fs: Any, root: str, version: int) -> str | None:
+    """The commit file of ``version`` in the log folder ``root`` (None when it is not there)."""
+    try:
+        with fs.open_input_stream(f"{root}/{version:020d}.json") as f:
+            return str(f.read().decode("utf-8"))
+    except (FileNotFoundError, OSError):
+        return None

@@ -219,12 +219,12 @@ class BatchRunner:
         """Blocks planned when the files were taken (a recovered batch plans again)."""
 
     def execute(self, state: IngestState, batch: Batch, recovered: bool = False,
-                key: tuple[str, int] | None = None, raise_bound: bool = True) -> BatchResult:
+                key: tuple[str, int] | None = None, moves_bound: bool = True) -> BatchResult:
         """Take one batch to the end: stage its files with Spark (unless an earlier attempt left its
         manifest), register the good rows as the producer's insert with its rejects, and record each
         file's outcome in the state. Repeatable after a crash (``recovered``: an interrupted run's
         batch; its files are planned again and checked). A staging failure is raised, and after
-        MAX_STAGE_ATTEMPTS the batch's files are failed instead. ``key`` and ``raise_bound``: the
+        MAX_STAGE_ATTEMPTS the batch's files are failed instead. ``key`` and ``moves_bound``: the
         insert's idempotency key and bound rule (``Stream.register``)."""
         started = time.monotonic()
         app = state.app_id
@@ -279,7 +279,7 @@ class BatchRunner:
             before = (self.stream.released.inserted, self.stream.released.updated)
             reg = self.stream.register(self.producer, app, batch.number, staging, failed_idx, load_id,
                                        rejects=spec, manifest=manifest,  # its rejects are committed too
-                                       key=key, raise_bound=raise_bound)
+                                       key=key, moves_bound=moves_bound)
             result.rows_inserted = self.stream.released.inserted - before[0]
             result.rows_updated = self.stream.released.updated - before[1]
         elif staged.has_rejects(spec, 0):  # a batch of a run before streams: its rejects, if not in yet

@@ -160,14 +160,14 @@ class Load:
         self.runner = BatchRunner(spark_factory, definition, self.paths, self.store, self.stream, producer)
 
     def run(self, files: list[str], fmt: str | None = None, force: bool = False, one_shot: bool = True,
-            forget: bool = False, key: tuple[str, int] | None = None, raise_bound: bool = True) -> LoadResult:
+            forget: bool = False, key: tuple[str, int] | None = None, moves_bound: bool = True) -> LoadResult:
         """Load ``files`` (in order: a later file wins over an earlier one for the same key).
 
         ``one_shot`` (``lakehouse load``): the producer attaches, inserts and detaches; otherwise
         (``lakehouse producer T NAME insert``) it must be attached and stays so. ``forget``: the
         files are temporary (rows given to the Python API): once done, the state forgets them.
         ``key``: the insert's idempotency key (app, version): taken before, nothing is taken
-        (``duplicate``). ``raise_bound`` False: the rows do not move the producer's bound."""
+        (``duplicate``). ``moves_bound`` False: the rows do not move the producer's bound."""
         check_loadable(self.definition, self.paths)
         result = LoadResult(self.definition.name)
         with self.store.lock(self.source, wait=LOCK_WAIT):
@@ -203,7 +203,7 @@ class Load:
             else:
                 taken = self._take(state, files, fmt, force, result, recovered)
             if taken is not None:
-                done = self.runner.execute(state, taken, key=key, raise_bound=raise_bound)
+                done = self.runner.execute(state, taken, key=key, moves_bound=moves_bound)
                 result.duplicate = done.duplicate
                 result.batches.append(done)
                 if not done.duplicate:
@@ -293,7 +293,9 @@ class Load:
     def _report_files(self, result: LoadResult) -> None:
         for b in result.batches:
             for p in b.files:
-                if p in b.errors:
+                if b.duplicate:
+                    result.files.append(FileResult(p, skipped="its insert's idempotency key was inserted before"))
+                elif p in b.errors:
                     result.files.append(FileResult(p, error=b.errors[p]))
                 else:
                     good, bad = b.per_file.get(p, (0, 0))

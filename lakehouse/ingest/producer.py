@@ -109,7 +109,7 @@ class Producer:
         key = None if idempotency_key is None else check_key(idempotency_key)
         load = Load(self.spark_factory, self.warehouse, self.definition, producer=self.name, stream=self.stream)
         return load.run(files, input_format, force=force, one_shot=False, forget=_temporary, key=key,
-                        raise_bound=moves_bound)
+                        moves_bound=moves_bound)
 
     def inserted(self, idempotency_key: tuple[str, int]) -> bool:
         """Whether the table took an insert with this idempotency key (app, version), or with a

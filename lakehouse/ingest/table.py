@@ -40,9 +40,9 @@ class Table:
     def foreach_batch(self, producer: str, checkpoint: str, watermark: bool = False) -> Any:
         """The function for ``df.writeStream.foreachBatch(...)`` of one's own query (give it the
         same ``checkpointLocation``): batch N is ``producer``'s insert keyed by (query id, N);
-        ``watermark``: the query's watermark is the producer's bound. The producer must be
-        attached (``producer(name).attach()``) and detached when the query ends; ``write_stream``
-        does both, and renews its lease while the query is idle."""
+        ``watermark``: the query's watermark is the producer's bound. It attaches the producer at
+        its first batch; detach it when the query ends (``producer(name).detach()``):
+        ``write_stream`` does that, and renews its lease while the query is idle."""
         from lakehouse.ingest.sink import BatchWriter
 
         return BatchWriter(self.lakehouse.settings.warehouse, self.definition, producer, checkpoint, watermark)
@@ -51,7 +51,7 @@ class Table:
 
     def changes(self, start: Any = None, end: Any = None) -> "pa.Table":
         """The rows releases ``start`` to ``end`` put into the table (release numbers or times,
-        inclusive; None: from the first, to the last), each once with its release, release time,
+        inclusive; None: from the first the feed can still read, to the last), each once with its release, release time,
         the table's watermark then and its producer (``_lh_*`` columns); read with Arrow, no Spark."""
         from lakehouse.stream import changes
 
@@ -68,7 +68,8 @@ class Table:
     def read_stream(self, start: Any = "earliest") -> "DataFrame":
         """The table's change feed as a streaming DataFrame: every release from ``start`` (a
         release number, a time, ``"earliest"`` or ``"latest"``: the next release), then each
-        release as it is committed; a query restarted from its checkpoint goes on after the last
+        release as it is committed (``"earliest"``: the first the feed can still read, within live's
+        log retention and VACUUM's); a query restarted from its checkpoint goes on after the last
         release it took. Archiving and compaction are not changes; a key released again is a
         new row (its ``_lh_release`` is later)."""
         from lakehouse.stream import changes
@@ -76,7 +77,7 @@ class Table:
 
         found = changes.Releases(self._paths)
         if start in (None, "earliest"):
-            first = 1
+            first = found.earliest()
         elif start == "latest":
             first = found.latest() + 1
         else:

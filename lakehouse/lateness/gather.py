@@ -24,17 +24,15 @@ UTC = dt.timezone.utc
 
 def arrivals(definition: TableDefinition, paths: TablePaths, since_us: int | None = None) -> Arrivals:
     """The table's rows with event time >= ``since_us`` (all when None), grouped."""
-    from lakehouse import delta_log
     from lakehouse.archive.plan import cutoff_time
     from lakehouse.archive.state import read_snapshot
     from lakehouse.query.duckdb import connect
     from lakehouse.stream import ledger
-    from lakehouse.stream.ledger import APP_ID
 
     live = read_snapshot(paths.live)  # live first, then the archive: each row is seen once
     archive = read_snapshot(paths.archive)
     assert live is not None and archive is not None
-    committed = delta_log.txn_version(paths.live, APP_ID) or 0  # read after live's snapshot: covers its releases
+    committed = ledger.last_committed(paths)  # read after live's snapshot: covers its releases
     loads = ledger.read(paths, committed)
     et, load, day = duck_ident(definition.event_time), duck_ident(LOAD_COLUMN), duck_ident(PARTITION_COLUMN)
 

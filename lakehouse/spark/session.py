@@ -347,7 +347,8 @@ def delta_problems(spark: "SparkSession") -> list[str]:
 def adopt(spark: "SparkSession") -> "SparkSession":
     """Run lakehouse on a session the user built (a notebook's, ``spark-submit``'s, a cluster's):
     checked once (``delta_problems``: one ConfigError line naming every missing setting), then
-    the process's session. lakehouse never stops it or changes its settings; on a cluster it adds
+    the process's session. lakehouse never stops it or changes its configuration (its commits set
+    and unset Delta's per-write settings); on a cluster it adds
     the lakehouse package for the executors' Python (archiving encodes vector files there)."""
     global _SESSION, _MASTER, _ADOPTED
     with _LOCK:

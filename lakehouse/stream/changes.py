@@ -57,7 +57,7 @@ class FeedGone(LakehouseError):
 
 
 @dataclass(frozen=True)
-class Release:
+class CommittedRelease:
     """One committed release: its number, the live version that committed it, when, the table's
     watermark just after it (micros; None: undefined) and the producer of each insert in it."""
 
@@ -122,20 +122,28 @@ class Releases:
 
     def latest(self) -> int:
         """The last release committed (0: none)."""
-        return delta_log.txn_version(self.paths.live, APP_ID) or 0
+        return ledger.last_committed(self.paths)
+
+    def earliest(self) -> int:
+        """The first release the feed can still read (one past the last when none is)."""
+        self._scan()
+        return min(self._found, default=self.latest() + 1)
 
     def _scan(self) -> None:
         new = [c for c in delta_log.commits(self.paths.live) if c.version > self._scanned]
         if not new:
             return
         for t in delta_log.txn_commits(self.paths.live, APP_ID, new):
-            self._found[t.txn] = (t.version, t.ms)
+            self._found.setdefault(t.txn, (t.version, t.ms))
         self._scanned = new[-1].version
 
-    def between(self, after: int, upto: int) -> list[Release]:
+    def between(self, after: int, upto: int) -> list[CommittedRelease]:
         """Releases ``after`` < N <= ``upto``, in order (FeedGone for one live's log lost)."""
         if upto <= after:
             return []
+        if upto > self.latest():
+            raise LakehouseError(f"{self.paths.name}: release {upto} is not committed yet (the last is "
+                                 f"{self.latest()})")
         if any(n not in self._found for n in range(after + 1, upto + 1)):
             self._scan()
         missing = [n for n in range(after + 1, upto + 1) if n not in self._found]
@@ -144,7 +152,7 @@ class Releases:
             raise FeedGone(f"{self.paths.name}: release {missing[0]} is no longer in live's log (cleaned up after its "
                            "retention)" + (f"; the feed can start at release {first}" if first else ""))
         lines = ledger.releases(self.paths, upto)
-        out = []
+        out: list[CommittedRelease] = []
         for n in range(after + 1, upto + 1):
             version, ms = self._found[n]
             line = lines.get(n, {})
@@ -152,8 +160,10 @@ class Releases:
             mark = line.get("watermark")
             if mark is None:  # a line written before the watermark was recorded: its rows' latest time
                 mark = max((int(e["upto"]) for e in loads if e.get("upto") is not None), default=None)
-            out.append(Release(n, version, ms, mark,
-                               {str(e.get("load")): str(e.get("producer")) for e in loads if e.get("load")}))
+            if out and out[-1].watermark is not None:  # (a table's watermark never goes back)
+                mark = out[-1].watermark if mark is None else max(mark, out[-1].watermark)
+            out.append(CommittedRelease(n, version, ms, mark,
+                                        {str(e.get("load")): str(e.get("producer")) for e in loads if e.get("load")}))
         return out
 
     def at_or_after(self, when: dt.datetime) -> int:
@@ -165,7 +175,7 @@ class Releases:
         return min(later) if later else self.latest() + 1
 
 
-def read_release(shape: Shape, paths: TablePaths, release: Release) -> pa.Table:
+def read_release(shape: Shape, paths: TablePaths, release: CommittedRelease) -> pa.Table:
     """Release ``release``'s rows as it put them into live, with the feed's columns."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -182,7 +192,9 @@ def read_release(shape: Shape, paths: TablePaths, release: Release) -> pa.Table:
     for f in files:
         fs, where = filesystem(f.path)
         try:
-            t = pq.read_table(where, filesystem=fs, columns=[*names, LOAD_COLUMN])
+            held = set(pq.read_schema(where, filesystem=fs).names)
+            present = [c for c in [*names, LOAD_COLUMN] if c in held]  # (a column added since: null here)
+            t = pq.read_table(where, filesystem=fs, columns=present, coerce_int96_timestamp_unit="us")
         except FileNotFoundError:
             raise FeedGone(f"{shape.table}: release {release.number}: {f.path} was removed (VACUUM after the "
                            "retention); the feed cannot show this release any more") from None
@@ -193,13 +205,13 @@ def read_release(shape: Shape, paths: TablePaths, release: Release) -> pa.Table:
             continue
         day = f.partition.get(PARTITION_COLUMN)
         n = t.num_rows
-        loads = t[LOAD_COLUMN].to_pylist()
-        cols: dict[str, Any] = {c: t[c].cast(schema.field(c).type) for c in names}
+        cols: dict[str, Any] = {c: t[c].cast(schema.field(c).type) if c in t.column_names
+                                else pa.nulls(n, schema.field(c).type) for c in names}
         cols[PARTITION_COLUMN] = pa.array([None if day is None else dt.date.fromisoformat(day)] * n, pa.date32())
         cols[RELEASE] = pa.array([release.number] * n, pa.int64())
         cols[RELEASED_AT] = pa.array([release.at_ms * 1000] * n, pa.int64()).cast(schema.field(RELEASED_AT).type)
         cols[WATERMARK] = pa.array([release.watermark] * n, pa.int64()).cast(schema.field(WATERMARK).type)
-        cols[PRODUCER] = pa.array([release.producers.get(str(x)) for x in loads], pa.string())
+        cols[PRODUCER] = pa.array([release.producers.get(str(x)) for x in t[LOAD_COLUMN].to_pylist()], pa.string())
         parts.append(pa.table(cols, schema=schema))
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
@@ -211,7 +223,7 @@ def read(definition: TableDefinition, paths: TablePaths, start: Any = None, end:
 
     shape = Shape.of(definition)
     rel = Releases(paths)
-    first, last = span(paths, start, end, rel)
+    first, last = span(paths, start, end, rel)  # (a span that ends before it starts: no rows)
     tables = [read_release(shape, paths, r) for r in rel.between(first - 1, last)]
     return pa.concat_tables(tables) if tables else shape.arrow().empty_table()
 
@@ -219,20 +231,24 @@ def read(definition: TableDefinition, paths: TablePaths, start: Any = None, end:
 def span(paths: TablePaths, start: Any, end: Any, releases: Releases | None = None) -> tuple[int, int]:
     """The releases (first, last) from ``start`` to ``end``, inclusive: release numbers, or times
     (from the first release committed at or after ``start``, to the last committed at or before
-    ``end``); None: from the first, to the last committed."""
+    ``end``); None: from the first the feed can read, to the last committed."""
     rel = releases or Releases(paths)
-    latest = rel.latest()
-    first = 1 if start is None else max(1, position(rel, start))
-    last = latest if end is None else min(latest, position(rel, end, end=True))
+    first = rel.earliest() if start in (None, "earliest") else position(rel, start)
+    last = rel.latest() if end is None else min(rel.latest(), position(rel, end, end=True))
     return first, last
 
 
 def position(releases: Releases, at: Any, end: bool = False) -> int:
-    """A feed position given as a release number (int) or a time (a datetime, or an ISO 8601
-    string): the first release committed at or after it (``end``: the last at or before it)."""
+    """A feed position given as a release number (1 to one past the last committed) or a time (a
+    datetime or date, or an ISO 8601 string): the first release committed at or after it
+    (``end``: the last at or before it)."""
     if isinstance(at, bool):
         raise LakehouseError(f"bad feed position {at!r}: a release number or a time")
     if isinstance(at, int):
+        latest = releases.latest()
+        if not 1 <= at <= latest + 1:
+            raise LakehouseError(f"bad feed position {at}: releases of {releases.paths.name} are numbered 1 to "
+                                 f"{latest} (and {latest + 1}, the next)")
         return at
     from lakehouse.records import BadValue, parse_timestamp
 
@@ -242,6 +258,8 @@ def position(releases: Releases, at: Any, end: bool = False) -> int:
             when = parse_timestamp(at)
         except BadValue:
             raise LakehouseError(f"bad feed position {at!r}: a release number or an ISO 8601 time") from None
+    if isinstance(when, dt.date) and not isinstance(when, dt.datetime):
+        when = dt.datetime(when.year, when.month, when.day)
     if not isinstance(when, dt.datetime):
         raise LakehouseError(f"bad feed position {at!r}: a release number or a time")
     when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
-from lakehouse.stream.changes import Release, Releases, Shape, read_release
+from lakehouse.stream.changes import CommittedRelease, Releases, Shape, read_release
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -62,19 +62,30 @@ class _Reading:
         self.shape = Shape.from_json(options["shape"])
         self.warehouse = options["warehouse"]
         self.start = int(options.get("start") or 1)
+        """The first release to read (positions were checked by the caller)."""
         self.end = int(options["end"]) if options.get("end") else None
+
+        self._releases: Releases | None = None
 
     @property
     def paths(self) -> TablePaths:
         return TablePaths(self.warehouse, self.shape.table)
 
+    @property
+    def releases(self) -> Releases:
+        """The table's releases, kept from call to call (Spark keeps a stream's reader on its
+        driver): live's commit files are read once each."""
+        if self._releases is None:
+            self._releases = Releases(self.paths)
+        return self._releases
+
     def tasks(self, after: int, upto: int) -> list[InputPartition]:
-        found = [dataclasses.asdict(r) for r in Releases(self.paths).between(after, upto)]
+        found = [dataclasses.asdict(r) for r in self.releases.between(after, upto)]
         return [ReleaseBatch(found[i:i + RELEASES_PER_TASK]) for i in range(0, len(found), RELEASES_PER_TASK)]
 
     def rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         for doc in partition.value:
-            yield from read_release(self.shape, self.paths, Release(**doc)).to_batches()
+            yield from read_release(self.shape, self.paths, CommittedRelease(**doc)).to_batches()
 
 
 class BatchReader(_Reading, DataSourceReader):
@@ -82,7 +93,7 @@ class BatchReader(_Reading, DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """Every release of the span, a few per task."""
-        end = Releases(self.paths).latest() if self.end is None else self.end
+        end = self.releases.latest() if self.end is None else self.end
         return self.tasks(self.start - 1, end) or [ReleaseBatch([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -99,7 +110,7 @@ class StreamReader(_Reading, DataSourceStreamReader):
 
     def latestOffset(self) -> dict:  # noqa: N802 - Spark's name
         """The last release committed."""
-        return {"release": Releases(self.paths).latest()}
+        return {"release": max(self.releases.latest(), self.start - 1)}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """The releases after ``start`` up to ``end``, a few per task."""

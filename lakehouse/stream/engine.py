@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakehouse import crashpoints, delta_log
+from lakehouse import crashpoints
 from lakehouse.definitions import LOAD_COLUMN, TableDefinition
 from lakehouse.errors import LakehouseError
 from lakehouse.lease import Lease
@@ -173,9 +173,10 @@ class Stream:
         """Renew producer ``name``'s lease (it holds the watermark again if it had stopped)."""
         return self._apply(f"heartbeat {name}", lambda s, now: s.heartbeat(name, now, self.lease_us))
 
-    def detach(self, name: str) -> StreamState:
-        """Detach producer ``name`` (it stops holding the watermark), then release what is due."""
-        return self._apply(f"detach {name}", lambda s, now: s.detach(name, now))
+    def detach(self, name: str, attached_at: int | None = None) -> StreamState:
+        """Detach producer ``name`` (it stops holding the watermark), then release what is due;
+        ``attached_at``: only the attachment made then (a later one stays)."""
+        return self._apply(f"detach {name}", lambda s, now: s.detach(name, now, attached_at))
 
     def tick(self) -> StreamState:
         """Expire leases and release what is due (archiving with ``clock: bound`` does this first)."""
@@ -197,7 +198,7 @@ class Stream:
 
     def register(self, name: str, origin: str, number: int, staging: str, failed: list[int], load_id: str,
                  rejects: dict[str, Any] | None = None, manifest: dict[str, Any] | None = None,
-                 key: tuple[str, int] | None = None, raise_bound: bool = True) -> Registered:
+                 key: tuple[str, int] | None = None, moves_bound: bool = True) -> Registered:
         """Insert the good rows staged in ``staging`` (files ``failed`` excluded) as producer
         ``name``'s insert ``number`` of ``origin``; replayed inserts are recognised, and so is an
         insert whose idempotency ``key`` (the caller's (app, version)) was inserted before: it takes
@@ -230,7 +231,7 @@ class Stream:
             data = {"path": staging, "failed": failed, "load_id": load_id, "origin": origin, "number": number}
             seg, n_late, below, events = state.insert(name, times, now, self.lease_us, self.lateness_us, origin,
                                                       number, segment_id=f"{state.insert_seq + 1:010d}", data=data,
-                                                      key=key, raise_bound=raise_bound)
+                                                      key=key, moves_bound=moves_bound)
             late_by_file: dict[int, int] = {}
             if below is not None:
                 files, counts = np.unique(table["f"][times < below], return_counts=True)
@@ -282,7 +283,7 @@ class Stream:
             self._cleanup(state)
 
     def _finish_pending(self, state: StreamState, lease: Lease) -> None:
-        done = delta_log.txn_version(self.paths.live, APP_ID) or 0
+        done = ledger.last_committed(self.paths)
         rel = state.pending
         if rel is not None:
             if done < rel.seq:
@@ -413,7 +414,7 @@ def describe(store: StreamStore, definition: TableDefinition, paths: TablePaths,
     """The stream's state as of ``now`` (read only: expiry and a committed pending release are
     applied to a copy)."""
     state = store.read()
-    if state.pending is not None and (delta_log.txn_version(paths.live, APP_ID) or 0) >= state.pending.seq:
+    if state.pending is not None and ledger.last_committed(paths) >= state.pending.seq:
         state.apply_release(state.pending)
     state.expire(now)
     holders = {p.name for p in state.holders(now)}

@@ -51,13 +51,17 @@ def record(paths: TablePaths, release: int, at: int, loads: list[dict[str, Any]]
                                                   "watermark": watermark}])
 
 
+def last_committed(paths: TablePaths) -> int:
+    """The last release live has committed (the stream's SetTransaction version; 0: none)."""
+    from lakehouse import delta_log
+
+    return delta_log.txn_version(paths.live, APP_ID) or 0
+
+
 def releases(paths: TablePaths, committed: int | None = None) -> dict[int, dict[str, Any]]:
     """The recorded releases live has committed (release number -> line; the last line of a
     number wins). ``committed``: the stream's SetTransaction version in live (read when None)."""
-    if committed is None:
-        from lakehouse import delta_log
-
-        committed = delta_log.txn_version(paths.live, APP_ID) or 0
+    committed = last_committed(paths) if committed is None else committed
     out: dict[int, dict[str, Any]] = {}
     for doc in lines.read_json_lines(ledger_path(paths)):
         try:

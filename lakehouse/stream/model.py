@@ -168,11 +168,14 @@ class StreamState:
         _, events = self._active(name, now, lease, "heartbeat")
         return events
 
-    def detach(self, name: str, now: int) -> list[Event]:
-        """Producer ``name`` detaches: it stops holding the watermark (its bound is kept)."""
+    def detach(self, name: str, now: int, attached_at: int | None = None) -> list[Event]:
+        """Producer ``name`` detaches: it stops holding the watermark (its bound is kept).
+        ``attached_at``: only the attachment made then (another since: nothing happens)."""
         p = self.producers.get(name)
         if p is None or not p.attached:
             raise StreamError(f"producer {name!r} is not attached")
+        if attached_at is not None and p.attached_at != attached_at:
+            return []
         events = self.expire(now)
         p.attached = p.holding = False
         events.append(Event("detach", now, name, p.bound))
@@ -196,6 +199,11 @@ class StreamState:
                 return p
         return None
 
+    def key_version(self, app: str) -> int | None:
+        """The highest version of idempotency keys of ``app`` inserted (None: none was)."""
+        seen = [v for p in self.producers.values() if (v := p.inserts.get(key_origin(app))) is not None]
+        return max(seen) if seen else None
+
     def seen_by(self, origin: str, number: int) -> Producer | None:
         """The producer that registered insert ``number`` of ``origin``, if any did."""
         for p in self.producers.values():
@@ -206,12 +214,12 @@ class StreamState:
     def insert(self, name: str, times: Times, now: int, lease: int, lateness: int | None,
                origin: str = "", number: int = 0, segment_id: str | None = None,
                data: dict[str, Any] | None = None, key: tuple[str, int] | None = None,
-               raise_bound: bool = True) -> tuple[Segment | None, int, int | None, list[Event]]:
+               moves_bound: bool = True) -> tuple[Segment | None, int, int | None, list[Event]]:
         """Insert rows with these event times: (segment staged or None, rows late, the bound they
         broke, events). The durable layer stages the segment's rows (event time >= the bound).
 
         ``key``: the caller's idempotency key (app, version), recorded with the insert (``seen_key``
-        recognises it and every lower version of the app after). ``raise_bound`` False: the rows do
+        recognises it and every lower version of the app after). ``moves_bound`` False: the rows do
         not move the producer's bound (a pipeline whose own watermark is its bound: its rows above
         that wait staged until a later bound passes them)."""
         if key is not None:
@@ -221,7 +229,7 @@ class StreamState:
         ordered = _sorted(times)
         n_late = 0 if below is None else bisect.bisect_left(ordered, below)
         staged = ordered[n_late:]
-        if len(ordered) and raise_bound:
+        if len(ordered) and moves_bound:
             p.bound = _max(p.bound, int(ordered[-1]))
         p.rejected += n_late
         p.inserted += len(staged)
