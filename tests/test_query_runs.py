@@ -107,6 +107,7 @@ ANSWERED = [
     "SELECT count(*) AS n, sum(x) AS s FROM events WHERE a > 1000000",
     ("SELECT a, b, c, x, count(*) AS k, min(x) AS lo FROM events WHERE x >= 0 AND x IN (0.0, 1.5, 2.5) "
      "GROUP BY a, b, c, x ORDER BY x"),
+    "SELECT a, count(*) AS k, sum(n) AS sn FROM events WHERE x > 0 GROUP BY a",  # NaN > 0, as Spark has it
 ]
 
 SCANNED = [

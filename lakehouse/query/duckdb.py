@@ -286,9 +286,9 @@ def run_groups(tables: list[TableSource], sql: str, groups: pa.Table, types: lis
     from lakehouse.query.shape import GROUP_VIEW
 
     tr = translate(tables, sql, {GROUP_VIEW: [(n, t) for n, t in types]})
-    con = _groups_database().cursor()
+    con = sealed_database().cursor()
     try:
-        con.register(GROUP_VIEW, groups)
+        hand_in(con, GROUP_VIEW, groups)
         result = con.execute(tr.sql).fetch_arrow_table()
     except Exception as e:  # noqa: BLE001 - any engine failure becomes one QueryError line
         raise QueryError(f"duckdb: {first_line(e)} (SQL as run on DuckDB: {tr.sql})") from None
@@ -297,12 +297,24 @@ def run_groups(tables: list[TableSource], sql: str, groups: pa.Table, types: lis
     return conform(result, tr)
 
 
+def hand_in(con: Any, name: str, rows: pa.Table) -> None:
+    """Make Arrow ``rows`` the table ``name`` of a cursor of ``sealed_database`` (its own, gone
+    with it), copied into DuckDB: a query over an Arrow table as such has its WHERE pushed into
+    Arrow's own compute, whose comparisons with NaN are IEEE's, not Spark's (NaN > 0 is false)."""
+    arrow = f"{name}_arrow"
+    con.register(arrow, rows)
+    try:
+        con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{arrow}"')
+    finally:
+        con.unregister(arrow)
+
+
 @cache
-def _groups_database() -> Any:
-    """The process's DuckDB database for queries over groups: lakehouse's macros, no extension,
-    no access to any file, its configuration locked. Each query runs on a cursor of its own (a
-    connection to it: the groups it registers are that cursor's alone); the database is made
-    once (12-20 ms), a cursor in microseconds."""
+def sealed_database() -> Any:
+    """The process's DuckDB database for queries over rows handed in (groups, rows to erase):
+    lakehouse's macros, no extension, no access to any file, its configuration locked. Each query
+    runs on a cursor of its own (a connection to it: the rows it registers are that cursor's
+    alone); the database is made once (12-20 ms), a cursor in microseconds."""
     con = connect(delta=False, remote=False)
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
