@@ -122,6 +122,9 @@ class Stream:
         self.clock = clock or wall_clock
         self.released = Released()
         self._times: dict[str, np.ndarray] = {}
+        self._times_from: dict[str, str] = {}
+        """Segment id -> the rows folder its cached times were read from (an erasure by another
+        process moves a segment's rows: its times are read again)."""
 
     @property
     def lease_us(self) -> int:
@@ -253,6 +256,55 @@ class Stream:
             return Registered(None if seg is None else seg.id, below, late_by_file,
                               keeps_staging=seg is not None and any(s.id == seg.id for s in state.segments))
 
+    def erase(self, match: Callable[["pa.Table"], "pa.Array"], number: int) -> dict[str, int]:
+        """Erase the staged rows ``match`` picks (given the rows not yet released, the table's
+        columns; a boolean each), under the stream's lease: each segment holding one is written
+        anew into ``<staging>/rows-e<number>`` with its rows still to release less those, its
+        count set from them, and the switch is one save of the state; the folder it read goes
+        after (an earlier erasure's, or a crash's, leftovers too). Rows already released are in
+        live, rows rejected in rejects (both committed before this runs): not staging's to keep.
+        Segment id -> rows erased."""
+        import pyarrow.compute as pc
+
+        with self._changing(f"erase {number}") as (state, _):
+            erased: dict[str, int] = {}
+            for seg in state.segments:
+                if seg.staged <= 0:
+                    continue
+                rows = staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []),
+                                        seg.late_below, seg.released_upto, None, rows=staged.segment_rows(seg.data))
+                hit = match(rows.select(self.definition.column_names))
+                n = int(pc.sum(hit).as_py() or 0)
+                if not n:
+                    continue
+                keep = rows.filter(pc.invert(hit))
+                folder = join(seg.data["path"], f"rows-e{int(number)}")
+                remove_tree(folder)
+                staged.write_rows(self.definition, keep, folder)
+                times = np.sort(staged.read_times(self.definition, seg.data["path"], [], folder)["t"])
+                seg.data["rows"] = folder
+                seg.rows = seg.released + len(times)
+                seg.next_time = int(times[0]) if len(times) else None
+                self._times[seg.id], self._times_from[seg.id] = times, folder
+                erased[seg.id] = n
+            if erased:
+                crashpoints.reached("stream_before_erase_save")
+                self.store.save(state)
+                crashpoints.reached("stream_after_erase_save")
+            self._drop_old_rows(state)
+            return erased
+
+    def _drop_old_rows(self, state: StreamState) -> None:
+        """Remove the rows folders of segments' stagings that no segment reads any more."""
+        from lakehouse import storage
+
+        for seg in state.segments:
+            current = staged.segment_rows(seg.data).rstrip("/")
+            for name in storage.list_names(seg.data["path"]):
+                folder = join(seg.data["path"], name)
+                if (name == "rows" or name.startswith("rows-e")) and folder.rstrip("/") != current:
+                    remove_tree(folder)
+
     def recover(self) -> bool:
         """Finish what a crashed operation left (a planned release, a registered insert's rejects),
         if anything: True when there was something (read-only commands call this first; nothing
@@ -366,7 +418,8 @@ class Stream:
     def _rows(self, seg: Segment, lo: int | None, hi: int, release: int) -> "pa.Table":
         import pyarrow as pa
 
-        t = staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []), seg.late_below, lo, hi)
+        t = staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []), seg.late_below, lo, hi,
+                             rows=staged.segment_rows(seg.data))
         return t.append_column(SEQ_COLUMN, pa.array([seg.seq] * t.num_rows, pa.int64())) \
             .append_column(LOAD_COLUMN, pa.array([release_load(seg, release)] * t.num_rows, pa.string()))
 
@@ -374,7 +427,7 @@ class Stream:
         from pyspark.sql import functions as F
 
         et = F.col(self.definition.event_time)
-        df = spark.read.parquet(join(seg.data["path"], "rows")).where(F.col(KIND_COLUMN) == GOOD)
+        df = spark.read.parquet(staged.segment_rows(seg.data)).where(F.col(KIND_COLUMN) == GOOD)
         if seg.data.get("failed"):
             df = df.where(~F.col(FILE_COLUMN).isin(seg.data["failed"]))
         if seg.late_below is not None:
@@ -387,9 +440,14 @@ class Stream:
                          F.lit(release_load(seg, release)).alias(LOAD_COLUMN))
 
     def _times_of(self, seg: Segment) -> "np.ndarray":
+        folder = staged.segment_rows(seg.data)
+        if self._times_from.setdefault(seg.id, folder) != folder:
+            self._times.pop(seg.id, None)
+            self._times_from[seg.id] = folder
         cached = self._times.get(seg.id)
         if cached is None:
-            times = staged.read_times(self.definition, seg.data["path"], seg.data.get("failed", []))["t"]
+            times = staged.read_times(self.definition, seg.data["path"], seg.data.get("failed", []),
+                                      staged.segment_rows(seg.data))["t"]
             cached = np.sort(times if seg.late_below is None else times[times >= seg.late_below])
             self._times[seg.id] = cached
         return cached
@@ -397,6 +455,7 @@ class Stream:
     def _cleanup(self, state: StreamState) -> None:
         for sid in set(self._times) - {s.id for s in state.segments}:  # cleaned by another process
             del self._times[sid]
+            self._times_from.pop(sid, None)
         done = state.finished_segments()
         if not done:
             return

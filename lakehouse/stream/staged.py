@@ -43,15 +43,22 @@ def rows_folder(staging: str) -> str:
     return join(staging, "rows")
 
 
-def read_times(definition: TableDefinition, staging: str, failed: list[int]) -> dict[str, np.ndarray]:
+def segment_rows(data: dict[str, Any]) -> str:
+    """Where a segment's rows are: its staging's rows folder, or the one an erasure rewrote them
+    into (``data["rows"]``)."""
+    return str(data.get("rows") or rows_folder(data["path"]))
+
+
+def read_times(definition: TableDefinition, staging: str, failed: list[int], rows: str | None = None) -> dict[str, np.ndarray]:
     """Event times (micros, key ``t``) and file indexes (``f``) of the good rows staged in
-    ``staging``, files ``failed`` excluded (read with Arrow, no Spark)."""
+    ``staging`` (its rows folder, or ``rows``), files ``failed`` excluded (read with Arrow, no
+    Spark)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     et = definition.event_time
-    folder = rows_folder(staging)
+    folder = rows or rows_folder(staging)
     if not storage.exists(folder):
         return {"t": np.zeros(0, np.int64), "f": np.zeros(0, np.int64)}
     fs, where = storage.filesystem(folder)
@@ -65,15 +72,16 @@ def read_times(definition: TableDefinition, staging: str, failed: list[int]) -> 
 
 
 def read_rows(definition: TableDefinition, staging: str, failed: list[int], late_below: int | None,
-              after: int | None, upto: int) -> pa.Table:
-    """The good rows staged in ``staging`` (files ``failed`` excluded) with event times in
-    (``after``, ``upto``] and not below ``late_below``: the table's columns and the file and line
-    order columns (read with Arrow, no Spark)."""
+              after: int | None, upto: int | None, rows: str | None = None) -> pa.Table:
+    """The good rows staged in ``staging`` (its rows folder, or ``rows``; files ``failed``
+    excluded) with event times in (``after``, ``upto``] (None: no upper end) and not below
+    ``late_below``: the table's columns and the file and line order columns (read with Arrow,
+    no Spark)."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
     et = definition.event_time
-    fs, where = storage.filesystem(rows_folder(staging))
+    fs, where = storage.filesystem(rows or rows_folder(staging))
     data = ds.dataset(where, filesystem=fs, format="parquet")
     us = data.schema.field(et).type
 
@@ -81,7 +89,9 @@ def read_rows(definition: TableDefinition, staging: str, failed: list[int], late
         """An instant in micros as a scalar of the event-time column's type."""
         return pa.scalar(micros_, pa.int64()).cast(pa.timestamp("us", tz=getattr(us, "tz", None))).cast(us)
 
-    cond = (ds.field(KIND_COLUMN) == GOOD) & (ds.field(et) <= at(upto))
+    cond = ds.field(KIND_COLUMN) == GOOD
+    if upto is not None:
+        cond &= ds.field(et) <= at(upto)
     if failed:
         cond &= ~ds.field(FILE_COLUMN).isin(failed)
     if late_below is not None:
@@ -155,3 +165,21 @@ def _rejects(definition: TableDefinition, due: DueRejects) -> list[pa.Table]:
     if files:
         tables.append(rejects.file_rows(files, load_id, at, producer=due.producer))
     return tables
+
+
+def write_rows(definition: TableDefinition, rows: pa.Table, folder: str) -> None:
+    """Write good rows (the table's columns, file and line) as a rows folder of their own (one
+    Parquet file, the staged schema), whole: a folder without its file is empty."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lakehouse.staging import block_schema
+
+    schema = block_schema(definition)
+    n = rows.num_rows
+    cols = {f.name: rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(n, f.type)
+            for f in schema}
+    cols[KIND_COLUMN] = pa.array([GOOD] * n, schema.field(KIND_COLUMN).type)
+    storage.make_dirs(folder)
+    with storage.open_write(join(folder, "part-00000.parquet")) as out:
+        pq.write_table(pa.table(cols, schema=schema), out)
