@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from lakehouse.stream.engine import describe, wall_clock
+from lakehouse.stream.status import describe, wall_clock
 from lakehouse.stream.store import StreamStore
 from tests.conftest import CLICKS, Project
 from tests.worker_process import Worker

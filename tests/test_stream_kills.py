@@ -42,7 +42,7 @@ import pytest
 from lakehouse import delta_log
 from lakehouse.ingest.producer import to_micros
 from lakehouse.spark import fence
-from lakehouse.stream.engine import describe
+from lakehouse.stream.status import describe
 from lakehouse.stream.store import StreamStore
 from tests.conftest import CLICKS, FAST_JVM, REPO, Project, suite_server
 from tests.stream_reference import RefError, RefStream, mx

@@ -360,7 +360,8 @@ def run_archive(
     spark = spark_factory()
     job = ArchiveJob(spark, warehouse, definition, ledger=ledger, report=report, one_pass=one_pass)
     if definition.archive.clock == "bound":  # expire stalled producers' leases, release what is due
-        from lakehouse.stream.engine import Stream, micros
+        from lakehouse.stream.engine import Stream
+        from lakehouse.times import micros
 
         t = micros(min(now, dt.datetime.now(dt.timezone.utc)))  # a --now ahead expires no lease
         Stream(spark_factory, definition, job.paths, clock=lambda: t).tick()

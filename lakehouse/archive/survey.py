@@ -40,8 +40,9 @@ def stale_days(
 def _watermark(definition: TableDefinition, paths: TablePaths, now: dt.datetime) -> dt.datetime | None:
     """The table's stream watermark (``archive.clock: bound``): never seal a day an attached
     producer may still write into."""
-    from lakehouse.stream.engine import describe, micros
+    from lakehouse.stream.status import describe
     from lakehouse.stream.store import StreamStore
+    from lakehouse.times import micros
 
     return describe(StreamStore(paths), definition, paths, micros(now))["watermark"]
 

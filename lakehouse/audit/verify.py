@@ -144,7 +144,7 @@ def verify(spark: "SparkSession", tables: list[TableSource], selected: list[str]
     SQL), on one pinned moment of every table; see the module doc."""
     from lakehouse.query import duckdb as duck
     from lakehouse.query import spark as spark_q
-    from lakehouse.stream.engine import watermarks
+    from lakehouse.stream.status import watermarks
 
     splits = [current(t) for t in tables]  # each live before its archive
     marks = watermarks(tables)

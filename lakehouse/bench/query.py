@@ -51,7 +51,7 @@ def bench_query(master: str, rows: int = 3_000_000, days: int = 10, repeats: int
     from lakehouse.query import sources
     from lakehouse.query import spark as spark_engine
     from lakehouse.query.split import current
-    from lakehouse.stream.engine import watermarks
+    from lakehouse.stream.status import watermarks
 
     root = Path(tempfile.mkdtemp(prefix="lakehouse-bench-query-"))
     try:

@@ -133,7 +133,7 @@ class Lakehouse(Queries):
         from lakehouse.archive.state import read_snapshot
         from lakehouse.archive.status import read_status
         from lakehouse.archive.survey import rows_below
-        from lakehouse.stream.engine import describe, wall_clock
+        from lakehouse.stream.status import describe, wall_clock
         from lakehouse.stream.store import StreamStore
 
         now = wall_clock()
@@ -340,7 +340,7 @@ class Lakehouse(Queries):
     def stream_status(self, table: str, now: Any = None) -> dict[str, Any]:
         """``table``'s stream as of ``now``: B, the watermark, staged rows, producers (a crashed
         operation's work is finished first)."""
-        from lakehouse.stream.engine import describe, wall_clock
+        from lakehouse.stream.status import describe, wall_clock
         from lakehouse.stream.store import StreamStore
 
         self.recover_stream(table)

@@ -119,7 +119,7 @@ class Queries:
         package, TimeZone UTC, lakehouse's ``lh_*`` macros). SQL written there is DuckDB's; Spark
         SQL gets Spark's semantics through ``query`` (or ``lakehouse.query.duckdb.translate``)."""
         from lakehouse.query import duckdb as duck
-        from lakehouse.stream.engine import WATERMARK_VIEW
+        from lakehouse.stream.status import WATERMARK_VIEW
 
         tables = sources(self.settings.warehouse, self.definitions())
         duck.prepare_user(con)
@@ -164,7 +164,7 @@ class Queries:
         from lakehouse.query import duckdb as duck
         from lakehouse.query import spark as spark_engine
         from lakehouse.query.split import current
-        from lakehouse.stream.engine import watermarks
+        from lakehouse.stream.status import watermarks
 
         definitions = self.definitions()
         tables = sources(self.settings.warehouse, definitions)

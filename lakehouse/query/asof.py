@@ -84,7 +84,7 @@ def parse(value: Any) -> int | dt.datetime:
 def resolve(tables: list[TableSource], sql: str, value: Any, now: dt.datetime | None = None) -> AsOf:
     """Pin the split view of every table ``sql`` reads at the moment ``value`` names."""
     from lakehouse.query import guard
-    from lakehouse.stream.engine import WATERMARK_VIEW
+    from lakehouse.stream.status import WATERMARK_VIEW
 
     asked = str(value).strip() if not isinstance(value, dt.datetime) else _fmt(value)
     target = parse(value)

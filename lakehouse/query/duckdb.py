@@ -179,7 +179,7 @@ def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = Non
     versions ``as_of`` pinned (then only those). ``names``: only the tables (and the watermarks
     view) of these names, those a statement mentions (a new connection holds no other view)."""
     from lakehouse.query.split import current
-    from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
+    from lakehouse.stream.status import WATERMARK_VIEW, watermarks
 
     if as_of is not None:
         register_splits(con, list(as_of.splits), None)
@@ -192,7 +192,7 @@ def register_views(con: Any, tables: list[TableSource], as_of: AsOf | None = Non
 def register_splits(con: Any, splits: list[Split], watermarks: pa.Table | None) -> None:
     """One view per split view, on its pinned versions, and the watermarks table
     (``lakehouse.stream.engine.watermarks``) when given."""
-    from lakehouse.stream.engine import WATERMARK_VIEW
+    from lakehouse.stream.status import WATERMARK_VIEW
 
     for s in splits:
         con.execute(f"CREATE OR REPLACE VIEW {duck_ident(s.name)} AS {view_sql(s)}")
@@ -226,7 +226,7 @@ def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]
         types = {c.name: COLUMN_TYPES.get(c.type.name, str(c.type)) for c in t.definition.columns}
         types[PARTITION_COLUMN] = "date"
         out[t.name] = [(c, types.get(c)) for c in t.definition.visible_columns]
-    from lakehouse.stream.engine import WATERMARK_COLUMNS, WATERMARK_VIEW
+    from lakehouse.stream.status import WATERMARK_COLUMNS, WATERMARK_VIEW
 
     out[WATERMARK_VIEW] = list(WATERMARK_COLUMNS)
     return out

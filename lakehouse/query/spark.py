@@ -115,7 +115,7 @@ def register_views(spark: SparkSession, tables: list[TableSource], as_of: AsOf |
     the versions ``as_of`` pinned (then only those: other tables' views are dropped, so nothing
     can read a view left by an earlier query). ``names``: only the tables (and the watermarks
     view) of these names, those a statement mentions. Returns the names of the views created."""
-    from lakehouse.stream.engine import WATERMARK_VIEW, watermarks
+    from lakehouse.stream.status import WATERMARK_VIEW, watermarks
 
     if as_of is None:
         chosen = [t for t in tables if names is None or t.name.lower() in names]
@@ -132,7 +132,7 @@ def register_views(spark: SparkSession, tables: list[TableSource], as_of: AsOf |
 def register_splits(spark: SparkSession, splits: list[Split], watermarks: pa.Table | None) -> None:
     """One temporary view per split view, on its pinned versions, and the watermarks view
     (``lakehouse.stream.engine.watermarks``) when given."""
-    from lakehouse.stream.engine import WATERMARK_VIEW
+    from lakehouse.stream.status import WATERMARK_VIEW
 
     try:
         for s in splits:
@@ -145,7 +145,7 @@ def register_splits(spark: SparkSession, splits: list[Split], watermarks: pa.Tab
 
 def run(spark: SparkSession, tables: list[TableSource], sql: str, as_of: AsOf | None = None) -> pa.Table:
     """Run one read-only Spark SQL statement (on the moment ``as_of`` pinned); the result as Arrow."""
-    from lakehouse.stream.engine import WATERMARK_VIEW
+    from lakehouse.stream.status import WATERMARK_VIEW
 
     checked = guard.check(sql)
     names = guard.names_read(checked)
