@@ -361,18 +361,29 @@ def remove_files(path: str, read_version: int, files: list[tuple[str, int, dict[
     """One metadata-only commit, right after ``read_version``, removing ``files`` ((path as the log
     names it, size, partition values) each): their rows leave the table, no data read or written.
     No other version is tried (``StaleVersion``: another writer committed first). The version."""
-    from deltalake import CommitProperties
+    return rewrite_files(path, read_version, files, [])
+
+
+def rewrite_files(path: str, read_version: int, removed: list[tuple[str, int, dict[str, str | None] | None]],
+                  added: list[NewFile], txn: tuple[str, int] | None = None) -> int:
+    """One metadata-only commit, right after ``read_version``, removing ``removed`` ((path as the
+    log names it, size, partition values) each) and adding ``added`` (already in the table's
+    folder), with ``txn`` = (app id, version) as a SetTransaction. No other version is tried
+    (``StaleVersion``: another writer committed first). The version."""
+    from deltalake import CommitProperties, Transaction
     from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import PostCommitHookProperties, RemoveAction
+    from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 
     table = open_table(path, read_version)
     now = int(time.time() * 1000)
-    actions: list[Any] = [RemoveAction(p, True, now, size, parts) for p, size, parts in files]
+    actions: list[Any] = [RemoveAction(p, True, now, size, parts) for p, size, parts in removed]
+    actions += [AddAction(f.path, f.size, f.partition, f.modified_ms, True, f.stats) for f in added]
     hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+    props = CommitProperties(max_commit_retries=0,
+                             app_transactions=[Transaction(app_id=txn[0], version=txn[1])] if txn else None)
     try:
         table.create_write_transaction(actions, "append", table.schema(), table.metadata().partition_columns,
-                                       commit_properties=CommitProperties(max_commit_retries=0),
-                                       post_commithook_properties=hooks)
+                                       commit_properties=props, post_commithook_properties=hooks)
     except CommitFailedError as e:
         raise StaleVersion(f"{path}: version {read_version + 1} was committed by another writer ({first_line(e)})") \
             from None
