@@ -10,6 +10,7 @@ Layout (fixed by the contract so that any engine can read it)::
     <warehouse>/<table>/_ledger/     Delta: the archive's books, one row per archiving run and day
     <warehouse>/_lakehouse/migrations/   Delta: applied migrations with checksums
     <warehouse>/_lakehouse/jobs/         Delta: the jobs history (every attempt of every job)
+    <warehouse>/_lakehouse/erasures/     Delta: every delete (what, when, rows per part; never values)
     <warehouse>/_quality/results/        Delta: every quality check result (lakehouse check)
     <warehouse>/_quality/docs/           Great Expectations' Data Docs (index.html)
     <warehouse>/_quality/gx/             Great Expectations' project: suites, validation results
