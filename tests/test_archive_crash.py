@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakehouse.archive import vectors
-from lakehouse.archive.reader import committed_cutoff
+from lakehouse.archive.reader import committed_run
 from lakehouse.archive.state import read_snapshot
 from lakehouse.project import Lakehouse
 from tests.conftest import TRIPS_SMALL, Project, cli
@@ -70,7 +70,7 @@ def archive_content(p: Project) -> dict:
     for row in actions.select(["path", "partition.event_date"]).to_pylist():
         days.setdefault(row["partition.event_date"], []).append(pq.read_table(f"{paths.archive}/{row['path']}").to_pylist())
     files, _ = vectors.list_files(paths.vectors)
-    current = vectors.current(files, committed_cutoff(paths))
+    current = vectors.current(files, committed_run(paths))
     vecs = {f"{c}/{d}-{f.cutoff}": vectors.read(f.path).to_pydict() for (c, d), f in sorted(current.items())}
     return {"cutoff": snap.cutoff, "days": {d: v for d, v in sorted(days.items())}, "vectors": vecs}
 
@@ -135,7 +135,7 @@ def test_kill_at_each_step_then_recover(point, template, crashed, reference):
     if point == "after_commit":  # verify is slow; the content check above is exact
         assert all(c.ok for c in p.lh.verify("trips")), [c for c in p.lh.verify("trips") if not c.ok]
     files, temps = vectors.list_files(p.lh.paths("trips").vectors)
-    assert not temps and not vectors.garbage(files, committed_cutoff(p.lh.paths("trips")))
+    assert not temps and not vectors.garbage(files, committed_run(p.lh.paths("trips")))
     assert never_committed(Path(p.lh.paths("trips").archive)) == []  # the killed run's files went with it
     assert p.lh.tables()[0].waiting_rows == 0
     if point in ("after_commit", "after_purge"):

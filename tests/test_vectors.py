@@ -54,12 +54,12 @@ def test_vector_name_is_day_dash_cutoff():
 
 
 def test_parse_name_reads_day_and_cutoff():
-    assert parse_name("20261120-1795169700") == (DAY, 1795169700)
-    assert parse_name("20260102-0") == (dt.date(2026, 1, 2), 0)
-    assert parse_name("20240229-7") == (dt.date(2024, 2, 29), 7)
-    assert parse_name("19691231--3600") == (dt.date(1969, 12, 31), -3600)
-    assert parse_name("00010101--62135596800") == (dt.date(1, 1, 1), -62135596800)
-    assert parse_name("09991231-5") == (dt.date(999, 12, 31), 5)
+    assert parse_name("20261120-1795169700") == (DAY, 1795169700, 0)
+    assert parse_name("20260102-0") == (dt.date(2026, 1, 2), 0, 0)
+    assert parse_name("20240229-7") == (dt.date(2024, 2, 29), 7, 0)
+    assert parse_name("19691231--3600") == (dt.date(1969, 12, 31), -3600, 0)
+    assert parse_name("00010101--62135596800") == (dt.date(1, 1, 1), -62135596800, 0)
+    assert parse_name("09991231-5") == (dt.date(999, 12, 31), 5, 0)
 
 
 def test_vector_names_are_eight_digits_for_every_year():
@@ -117,7 +117,7 @@ def test_names_round_trip(day, cutoff):
     1970): eight-digit days, and the name sorts the cutoff back exactly."""
     name = vector_name(day, cutoff)
     assert len(name.split("-", 1)[0]) == 8
-    assert parse_name(name) == (day, cutoff)
+    assert parse_name(name) == (day, cutoff, 0)
 
 
 @settings(max_examples=300, deadline=None)
@@ -127,7 +127,7 @@ def test_cutoffs_before_1970_round_trip_through_names_and_times(now):
     assert (cutoff < 0) == (now < dt.datetime(1970, 1, 2))
     assert cutoff_time(cutoff) <= now.replace(tzinfo=UTC) - dt.timedelta(days=1) < cutoff_time(cutoff + 1)
     day = day_of(cutoff_time(cutoff))
-    assert parse_name(vector_name(day, cutoff)) == (day, cutoff)
+    assert parse_name(vector_name(day, cutoff)) == (day, cutoff, 0)
 
 
 def test_a_cutoff_before_year_one_is_refused():
@@ -142,17 +142,18 @@ def test_parsed_ascii_names_are_canonical_or_zero_padded(name):
     (modulo leading zeros of the cutoff)."""
     parsed = parse_name(name)
     if parsed is not None:
-        day, cutoff = parsed
-        d, c = name.split("-", 1)
-        assert d == f"{day.year:04d}{day.month:02d}{day.day:02d}" and int(c) == cutoff
-        assert c == str(cutoff)  # canonical: no leading zeros, one name per cutoff
+        day, cutoff, generation = parsed
+        d, rest = name.split("-", 1)
+        c, _, g = rest.partition(".")
+        assert d == f"{day.year:04d}{day.month:02d}{day.day:02d}" and int(c) == cutoff and int(g or 0) == generation
+        assert c == str(cutoff) and g == (str(generation) if generation else "")  # canonical: one name per run
 
 
 # -- current and garbage -------------------------------------------------------------------------
 
 
-def vf(column: str, day: dt.date, cutoff: int) -> VectorFile:
-    return VectorFile(column, day, cutoff, f"/w/t/vectors/{column}/{vector_name(day, cutoff)}")
+def vf(column: str, day: dt.date, cutoff: int, generation: int = 0) -> VectorFile:
+    return VectorFile(column, day, cutoff, f"/w/t/vectors/{column}/{vector_name(day, cutoff, generation)}", generation)
 
 
 D1, D2 = dt.date(2026, 11, 19), dt.date(2026, 11, 20)
@@ -160,11 +161,11 @@ D1, D2 = dt.date(2026, 11, 19), dt.date(2026, 11, 20)
 
 def test_current_picks_the_largest_cutoff_not_above_committed():
     files = [vf("c", D1, 100), vf("c", D1, 200), vf("c", D1, 300)]
-    assert current(files, 200) == {("c", D1): vf("c", D1, 200)}
-    assert current(files, 250) == {("c", D1): vf("c", D1, 200)}
-    assert current(files, 300) == {("c", D1): vf("c", D1, 300)}
-    assert current(files, 10_000) == {("c", D1): vf("c", D1, 300)}
-    assert current(files, 99) == {}
+    assert current(files, (200, 0)) == {("c", D1): vf("c", D1, 200)}
+    assert current(files, (250, 0)) == {("c", D1): vf("c", D1, 200)}
+    assert current(files, (300, 0)) == {("c", D1): vf("c", D1, 300)}
+    assert current(files, (10_000, 0)) == {("c", D1): vf("c", D1, 300)}
+    assert current(files, (99, 0)) == {}
 
 
 def test_current_is_per_column_and_day():
@@ -176,14 +177,14 @@ def test_current_is_per_column_and_day():
         vf("status", D2, 200),
         vf("status", D2, 300),  # written by a run that never committed
     ]
-    cur = current(files, 200)
+    cur = current(files, (200, 0))
     assert cur == {
         ("city_id", D1): vf("city_id", D1, 100),
         ("city_id", D2): vf("city_id", D2, 200),
         ("status", D1): vf("status", D1, 100),
         ("status", D2): vf("status", D2, 200),
     }
-    assert sorted(garbage(files, 200), key=lambda f: (f.column, f.day, f.cutoff)) == [
+    assert sorted(garbage(files, (200, 0)), key=lambda f: (f.column, f.day, f.cutoff)) == [
         vf("city_id", D2, 100),
         vf("status", D2, 300),
     ]
@@ -193,15 +194,15 @@ def test_a_day_never_mixes_runs():
     """A column whose file of the day's latest run is missing (being cleaned, or not written by
     that run) gets no file rather than one of an older run."""
     files = [vf("city_id", D1, 100), vf("city_id", D1, 200), vf("status", D1, 100)]
-    assert current(files, 200) == {("city_id", D1): vf("city_id", D1, 200)}
-    assert set(garbage(files, 200)) == {vf("city_id", D1, 100), vf("status", D1, 100)}
-    assert day_runs(files, 200) == {D1: 200} and day_runs(files, 150) == {D1: 100}
+    assert current(files, (200, 0)) == {("city_id", D1): vf("city_id", D1, 200)}
+    assert set(garbage(files, (200, 0))) == {vf("city_id", D1, 100), vf("status", D1, 100)}
+    assert day_runs(files, (200, 0)) == {D1: (200, 0)} and day_runs(files, (150, 0)) == {D1: (100, 0)}
 
 
 def test_current_does_not_depend_on_listing_order():
     files = [vf("c", D1, 300), vf("c", D1, 100), vf("c", D1, 200)]
     for perm in (files, files[::-1], [files[1], files[0], files[2]]):
-        assert current(perm, 250) == {("c", D1): vf("c", D1, 200)}
+        assert current(perm, (250, 0)) == {("c", D1): vf("c", D1, 200)}
 
 
 def test_nothing_is_current_before_the_first_commit():
@@ -214,12 +215,12 @@ def test_nothing_is_current_before_the_first_commit():
 def test_garbage_uncommitted_and_superseded():
     files = [vf("c", D1, 100), vf("c", D1, 200), vf("c", D1, 300), vf("c", D2, 300)]
     # committed 200: 100 superseded, 300 (both days) uncommitted
-    assert set(garbage(files, 200)) == {vf("c", D1, 100), vf("c", D1, 300), vf("c", D2, 300)}
+    assert set(garbage(files, (200, 0))) == {vf("c", D1, 100), vf("c", D1, 300), vf("c", D2, 300)}
     # committed 300: only the superseded ones
-    assert set(garbage(files, 300)) == {vf("c", D1, 100), vf("c", D1, 200)}
-    assert garbage([], 300) == []
+    assert set(garbage(files, (300, 0))) == {vf("c", D1, 100), vf("c", D1, 200)}
+    assert garbage([], (300, 0)) == []
     # an iterator is fine (read once)
-    assert set(garbage(iter(files), 300)) == {vf("c", D1, 100), vf("c", D1, 200)}
+    assert set(garbage(iter(files), (300, 0))) == {vf("c", D1, 100), vf("c", D1, 200)}
 
 
 @settings(max_examples=200, deadline=None)
@@ -233,8 +234,8 @@ def test_garbage_uncommitted_and_superseded():
 )
 def test_current_and_garbage_partition_the_files(specs, committed):
     files = [vf(c, d, k) for c, d, k in specs]
-    cur = current(files, committed)
-    junk = garbage(files, committed)
+    cur = current(files, None if committed is None else (committed, 0))
+    junk = garbage(files, None if committed is None else (committed, 0))
     assert set(cur.values()) | set(junk) == set(files)
     assert not set(cur.values()) & set(junk)
     for (column, day), f in cur.items():
@@ -246,6 +247,20 @@ def test_current_and_garbage_partition_the_files(specs, committed):
         run = max((k for c, d, k in specs if d == f.day and committed is not None and k <= committed),
                   default=None)
         assert committed is None or f.cutoff > committed or run > f.cutoff
+
+
+def test_an_erasures_generation_comes_after_its_cutoff_and_before_the_next():
+    """An erasure rewrites days at the unchanged cutoff under its number: its files are current
+    once the archive commits that number, never before; an archiving run's later cutoff wins."""
+    files = [vf("c", D1, 100), vf("c", D1, 100, 1), vf("c", D2, 100), vf("c", D1, 100, 2)]
+    assert current(files, (100, 0)) == {("c", D1): vf("c", D1, 100), ("c", D2): vf("c", D2, 100)}
+    assert current(files, (100, 1))[("c", D1)] == vf("c", D1, 100, 1)
+    assert set(garbage(files, (100, 1))) == {vf("c", D1, 100), vf("c", D1, 100, 2)}  # superseded, uncommitted
+    later = [*files, vf("c", D1, 200)]
+    assert current(later, (200, 2))[("c", D1)] == vf("c", D1, 200) and day_runs(later, (200, 2))[D2] == (100, 0)
+    assert parse_name(vector_name(D1, -3600, 12)) == (D1, -3600, 12) and vector_name(D1, 7, 3).endswith("-7.3")
+    for bad in ("20261119-7.0", "20261119-7.", "20261119-7.01", "20261119-7.-1"):
+        assert parse_name(bad) is None
 
 
 # -- atomic writes, listing, reading -------------------------------------------------------------
@@ -280,7 +295,7 @@ def test_atomic_writer_publishes_only_on_commit(tmp_path: Path):
     assert table.equals(runs_table())
     assert read(path).equals(runs_table())
     files, temps = list_files(root)
-    assert files == [VectorFile("city_id", DAY, 1795169700, str(final))] and temps == []
+    assert files == [VectorFile("city_id", DAY, 1795169700, str(final), 0)] and temps == []
 
 
 def test_stale_days_from_sidecars_or_file_metadata(tmp_path: Path):
@@ -305,14 +320,14 @@ def test_stale_days_from_sidecars_or_file_metadata(tmp_path: Path):
     write(d[0], 30, old)  # uncommitted (above the committed cutoff): not read
     (Path(root) / RUNS_FOLDER).mkdir()
     (Path(root) / RUNS_FOLDER / "10.json").write_text(json.dumps({"cutoff": 10, "encoding": now.key()}))
-    got = stale_days(root, now, 25, d)
+    got = stale_days(root, now, (25, 0), d)
     assert set(got) == {d[2], d[3], d[4], d[5]}, got
     assert got[d[2]].startswith("written under sort columns [fare]")
     assert got[d[3]] == "written before encodings were recorded"
     assert got[d[4]].startswith("unreadable")
     assert got[d[5]] == "no vector files"
-    assert stale_days(root, now, 25) == {k: v for k, v in got.items() if k != d[5]}  # by default: days with files
-    assert stale_days(root, Encoding(("city_id",), ()), 25, [d[5]]) == {}  # no vectors wanted: none missing
+    assert stale_days(root, now, (25, 0)) == {k: v for k, v in got.items() if k != d[5]}  # by default: days with files
+    assert stale_days(root, Encoding(("city_id",), ()), (25, 0), [d[5]]) == {}  # no vectors wanted: none missing
     assert stale_days(root, now, None, d[:2]) == {d[0]: "no vector files", d[1]: "no vector files"}
 
 
@@ -405,7 +420,7 @@ def test_list_files_finds_files_and_temp_leftovers(tmp_path: Path):
         [str(root / "city_id" / ".20261120-300.tmp-abcd1234"), str(root / "status" / ".hidden")]
     )
     # cleanup of what a committed cutoff of 200 makes garbage, plus the temps
-    junk = [f.path for f in garbage(files, 200)]
+    junk = [f.path for f in garbage(files, (200, 0))]
     assert junk == [str(root / "city_id" / "20261120-100")]
     assert delete(junk + temps, str(root)) == 3
     assert delete(junk, str(root)) == 0  # already gone: not an error
@@ -449,7 +464,7 @@ def test_vector_file_round_trip_with_lookup(tmp_path: Path):
         w.write(t)
         w.commit()
     files, _ = list_files(root)
-    cur = current(files, 42)
+    cur = current(files, (42, 0))
     cols = [rle.RunColumn(read(cur[(n, DAY)].path)) for n in names]
     assert rle.lookup(cols, [18, 0, 1.3], 7) == rle.Range(6, 7)
     assert [rle.decode(read(cur[(n, DAY)].path)).to_pylist() for n in names] == [

@@ -19,7 +19,6 @@ from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
 from lakehouse.delta_log import NewFile
 from lakehouse.errors import CommitConflict, LakehouseError
 from lakehouse.lease import Lease
-from lakehouse.storage import join
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ def write_run_sidecar(definition: TableDefinition, paths: TablePaths, plan: Arch
         "encoding": current_encoding(definition).key(),
         "days": len(plan.days),
     }
-    storage.write_json(join(paths.vectors, vectors.RUNS_FOLDER, f"{plan.cutoff}.json"), doc)
+    storage.write_json(vectors.sidecar(paths.vectors, (plan.cutoff, 0)), doc)
 
 
 def commit(

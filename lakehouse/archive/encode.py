@@ -48,7 +48,7 @@ class DayVectors:
     ``commit`` (atomically where the warehouse is), none after ``abort``."""
 
     def __init__(self, vectors_root: str, day: dt.date, cutoff: int, sort_columns: tuple[tuple[str, pa.DataType], ...],
-                 plain_columns: tuple[tuple[str, pa.DataType], ...], encoding: str | None) -> None:
+                 plain_columns: tuple[tuple[str, pa.DataType], ...], encoding: str | None, generation: int = 0) -> None:
         self.sort_names = [n for n, _ in sort_columns]
         self.plain_names = [n for n, _ in plain_columns]
         self.types = dict([*sort_columns, *plain_columns])
@@ -60,10 +60,11 @@ class DayVectors:
         enc = vectors.Encoding.parse(encoding)
         try:
             for name, t in sort_columns:
-                self.writers[name] = vectors.AtomicIpcWriter(vectors_root, name, day, cutoff, run_schema(t), enc)
+                self.writers[name] = vectors.AtomicIpcWriter(vectors_root, name, day, cutoff, run_schema(t), enc,
+                                                             generation)
             for name, t in plain_columns:
                 self.writers[name] = vectors.AtomicIpcWriter(vectors_root, name, day, cutoff,
-                                                             pa.schema([pa.field("value", t)]), enc)
+                                                             pa.schema([pa.field("value", t)]), enc, generation)
         except BaseException:
             self.abort()
             raise

@@ -52,6 +52,13 @@ def committed_cutoff(paths: TablePaths) -> int | None:
     return None if snap is None else snap.cutoff
 
 
+def committed_run(paths: TablePaths) -> vectors.Run | None:
+    """The archive's committed run (cutoff, erasures), which vector files are read by (None
+    before the first archiving run)."""
+    snap = read_snapshot(paths.archive)
+    return None if snap is None else snap.run
+
+
 def current_encoding(definition: TableDefinition) -> vectors.Encoding:
     """The encoding the table's settings give today (what every day should be written under)."""
     a = definition.archive
@@ -65,11 +72,11 @@ def current_encoding(definition: TableDefinition) -> vectors.Encoding:
 
 def current_files(
     paths: TablePaths, columns: list[str] | None = None, day: dt.date | None = None
-) -> tuple[int | None, dict[tuple[str, dt.date], vectors.VectorFile]]:
-    """The committed cutoff, read first, and per (column, day) the vector file of the day's run
-    for exactly that cutoff (a run committing meanwhile wrote larger cutoffs: not chosen); of
-    every day, or of one ``day``."""
-    committed = committed_cutoff(paths)
+) -> tuple[vectors.Run | None, dict[tuple[str, dt.date], vectors.VectorFile]]:
+    """The committed run, read first, and per (column, day) the vector file of the day's run
+    for exactly that run (a run committing meanwhile wrote larger ones: not chosen); of every
+    day, or of one ``day``."""
+    committed = committed_run(paths)
     files, _ = vectors.list_files(paths.vectors, columns, day)
     return committed, vectors.current(files, committed)
 
@@ -166,18 +173,18 @@ def _read_selected(
     paths: TablePaths,
     columns: list[str],
     day: dt.date,
-    committed: int | None,
+    committed: vectors.Run | None,
     selection: dict[tuple[str, dt.date], vectors.VectorFile],
 ) -> list[DayVector]:
-    """The columns' files of ``day`` among those chosen for ``committed``; FileNotFoundError or
-    _Retry when a run committing meanwhile removed one (choose again)."""
+    """The columns' files of ``day`` among those chosen for the ``committed`` run;
+    FileNotFoundError or _Retry when a run committing meanwhile removed one (choose again)."""
     out = []
     for c in columns:
         f = selection.get((c, day))
         if f is None:
             out.append(_missing(definition, paths, c, day, committed, selection))
             continue
-        out.append(_read_checked(definition, c, day, f, committed))
+        out.append(_read_checked(definition, c, day, f, None if committed is None else committed[0]))
     return out
 
 
@@ -197,7 +204,7 @@ def _missing(
     paths: TablePaths,
     column: str,
     day: dt.date,
-    committed: int | None,
+    committed: vectors.Run | None,
     selection: dict[tuple[str, dt.date], vectors.VectorFile],
 ) -> DayVector:
     if committed is None:
@@ -208,7 +215,7 @@ def _missing(
         files, _ = vectors.list_files(paths.vectors, rest, day)
         others = [f for (c, d), f in vectors.current(files, committed).items() if d == day]
     if not others:
-        if committed_cutoff(paths) != committed:
+        if committed_run(paths) != committed:
             raise _Retry()
         raise LakehouseError(
             f"{definition.name}: no vector file for column {column} on {day} (is that day archived?)"
@@ -223,7 +230,7 @@ def _missing(
             f"{definition.name}: day {day} has no vector file for column {column} "
             f"({reason}); the next `lakehouse archive {definition.name}` re-encodes it"
         )
-    if committed_cutoff(paths) != committed:
+    if committed_run(paths) != committed:
         raise _Retry()
     raise LakehouseError(
         f"{definition.name}: the vector file of column {column} on {day} (cutoff "
@@ -341,18 +348,21 @@ class Lookups:
         self.definition, self.paths, self.max_runs = definition, paths, max_runs
         self._days: OrderedDict[dt.date, dict[str, tuple[rle.RunColumn, str]]] = OrderedDict()
         self.cutoff: int | None = None
+        self.run: vectors.Run | None = None
+        """The committed run (cutoff, erasures) the files were chosen for."""
         self._selection: dict[tuple[str, dt.date], vectors.VectorFile] = {}
         self.refresh()
 
     def refresh(self) -> int | None:
         """Read the committed cutoff and choose its files again; the days kept stay when the
-        cutoff has not moved. Returns the cutoff."""
+        committed run has not moved (no archiving run, no erasure). Returns the cutoff."""
         columns = list(self.definition.archive.sort_columns)
         committed, selection = current_files(self.paths, columns)
-        if committed != self.cutoff:
+        if committed != self.run:
             self._days.clear()
-        self.cutoff, self._selection = committed, selection
-        return committed
+        self.run, self._selection = committed, selection
+        self.cutoff = None if committed is None else committed[0]
+        return self.cutoff
 
     def lookup(self, day: Any, where: dict[str, Any] | list[str]) -> LookupResult:
         """The record range of ``day`` whose sort columns equal ``where``: typed values by
@@ -387,7 +397,7 @@ class Lookups:
             self._days.move_to_end(day)
             missing = [c for c in columns if c not in kept]
             try:
-                dvs = _read_selected(self.definition, self.paths, missing, day, self.cutoff, self._selection)
+                dvs = _read_selected(self.definition, self.paths, missing, day, self.run, self._selection)
                 break
             except (FileNotFoundError, _Retry):
                 if attempt == 2:

@@ -37,8 +37,8 @@ def discard_uncommitted(paths: TablePaths, cutoff: int, staging: str | None = No
             if run_id is not None:
                 onepass.remove_written(paths, list(days), cutoff, run_id)
             files, _ = vectors.list_files(paths.vectors)
-            vectors.delete([f.path for f in files if f.cutoff == cutoff], paths.vectors)
-            vectors.delete([join(paths.vectors, vectors.RUNS_FOLDER, f"{cutoff}.json")], paths.vectors)
+            vectors.delete([f.path for f in files if f.run == (cutoff, 0)], paths.vectors)
+            vectors.delete([vectors.sidecar(paths.vectors, (cutoff, 0))], paths.vectors)
         if staging:
             remove_tree(staging)
     except Exception:  # noqa: BLE001 - the next run's recovery (and VACUUM) removes them
@@ -58,26 +58,22 @@ def cleaned(paths: TablePaths, committed: int | None = None) -> tuple[int, list[
     the same lease may take instead of listing the folder again)."""
     import pyarrow.fs as pafs
 
+    snap = current_snapshot(paths.archive)  # (under the table's lease: no commit meanwhile)
     if committed is None:
-        committed = current_snapshot(paths.archive).cutoff
+        committed = snap.cutoff
+    run = vectors.run_of(committed, snap.erasures)
     files, temps = vectors.list_files(paths.vectors)
-    garbage = vectors.garbage(files, committed)
+    garbage = vectors.garbage(files, run)
     removed = vectors.delete([f.path for f in garbage] + temps, paths.vectors)
     gone = {f.path for f in garbage}
     left = [f for f in files if f.path not in gone]
-    used = set(vectors.day_runs(files, committed).values()) | (
-        {committed} if committed is not None else set()
-    )
+    used = set(vectors.day_runs(files, run).values()) | ({run} if run is not None else set())
     fs, root = storage.filesystem(join(paths.vectors, vectors.RUNS_FOLDER))
     for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
         if info.type != pafs.FileType.File:
             continue
         stem = info.base_name.removesuffix(".json")
-        if (
-            info.base_name.startswith(".")
-            or not stem.lstrip("-").isdigit()
-            or int(stem) not in used
-        ):
+        if info.base_name.startswith(".") or vectors.parse_run_name(stem) not in used:
             storage.delete(join(paths.vectors, vectors.RUNS_FOLDER, info.base_name))
     fs, root = storage.filesystem(paths.staging)
     for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):

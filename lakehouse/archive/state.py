@@ -17,20 +17,32 @@ from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import TableNotFound
 
 CUTOFF_APP_ID = "lakehouse.cutoff"
+ERASURE_APP_ID = "lakehouse.erasure"
+"""The SetTransaction app id of an erasure's commits (version: the erasure's number): in the
+archive, the generation of the vector files of the days it rewrote."""
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A Delta table version and the archive cutoff committed at that version."""
+    """A Delta table version, the archive cutoff committed at that version and the number of the
+    last erasure committed there (0: none)."""
 
     version: int
     cutoff: int | None
+    erasures: int = 0
+
+    @property
+    def run(self) -> tuple[int, int] | None:
+        """The committed run the vector files are read by: (cutoff, erasures); None before any."""
+        return None if self.cutoff is None else (self.cutoff, self.erasures)
 
 
 def read_snapshot(path: str, version: int | None = None) -> Snapshot | None:
-    """The latest (or a given) version of a Delta table and its cutoff, with delta-rs."""
+    """The latest (or a given) version of a Delta table, its cutoff and its erasures, with delta-rs."""
     snap = delta_log.snapshot(path, CUTOFF_APP_ID, version)
-    return None if snap is None else Snapshot(snap.version, snap.txn)
+    if snap is None:
+        return None
+    return Snapshot(snap.version, snap.txn, delta_log.txn_version(path, ERASURE_APP_ID, snap.version) or 0)
 
 
 def day_rows(path: str, version: int | None) -> dict[dt.date, int]:

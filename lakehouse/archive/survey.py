@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def stale_days(
-    definition: TableDefinition, paths: TablePaths, committed: int | None, archived: set[dt.date],
+    definition: TableDefinition, paths: TablePaths, committed: vectors.Run | None, archived: set[dt.date],
     listed: list[vectors.VectorFile] | None = None,
 ) -> list[dt.date]:
     """Archived days whose vector files were written under other settings than today's
@@ -35,6 +35,14 @@ def stale_days(
         return []
     return sorted(vectors.stale_days(paths.vectors, current_encoding(definition), committed, archived,
                                      listed=listed))
+
+
+def _run_at(paths: TablePaths, cutoff: int | None, version: int) -> vectors.Run | None:
+    """The committed run (cutoff, erasures) of the archive at ``version``."""
+    from lakehouse.archive.state import read_snapshot
+
+    snap = read_snapshot(paths.archive, version)
+    return vectors.run_of(cutoff, snap.erasures if snap is not None else 0)
 
 
 def _watermark(definition: TableDefinition, paths: TablePaths, now: dt.datetime) -> dt.datetime | None:
@@ -112,7 +120,8 @@ def _counted(spark: SparkSession | None, d: TableDefinition, paths: TablePaths, 
     archived = day_rows(paths.archive, archive_version)
     stale = [
         day
-        for day in stale_days(d, paths, previous, {k for k, v in archived.items() if v}, listed)
+        for day in stale_days(d, paths, _run_at(paths, previous, archive_version),
+                              {k for k, v in archived.items() if v}, listed)
         if day not in new_rows and archived.get(day)
     ]
     days = tuple(sorted({*new_rows, *stale}))

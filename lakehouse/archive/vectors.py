@@ -1,10 +1,15 @@
-"""Vector files: ``<warehouse>/<table>/vectors/<column>/<YYYYMMDD>-<cutoff>`` (Arrow IPC files).
+"""Vector files: ``<warehouse>/<table>/vectors/<column>/<YYYYMMDD>-<cutoff>[.<generation>]``
+(Arrow IPC files).
 
-A day's current file for a column is the one with the largest cutoff not above the archive's
-committed cutoff: a run writes its files before it commits, so files of a run that never
-committed carry a larger cutoff and are never read; the next run removes them, and superseded
-files of earlier runs. A file appears whole or not at all (``lakehouse.storage.AtomicFile``: a
-temporary name starting with '.' on a local disk, one PUT on an object store).
+A file belongs to a run: an archiving run writes its days' files under its cutoff (generation
+0), an erasure (``lakehouse delete``) rewrites days at the unchanged cutoff under its own
+number (the generation). Runs are ordered by (cutoff, generation), and the archive commits both
+(the cutoff, and the number of the last erasure: two SetTransactions). A day's current file for
+a column is the one of the largest run not above the committed one: a run writes its files
+before it commits, so files of a run that never committed are above it and never read; the next
+run removes them, and superseded files of earlier runs. A file appears whole or not at all
+(``lakehouse.storage.AtomicFile``: a temporary name starting with '.' on a local disk, one PUT on
+an object store).
 """
 
 from __future__ import annotations
@@ -25,9 +30,23 @@ import pyarrow.ipc as ipc
 from lakehouse import storage
 from lakehouse.storage import filesystem, join
 
-NAME = re.compile(r"([0-9]{8})-(-?[1-9][0-9]*|0)")
-"""``YYYYMMDD-<cutoff>``: the day zero-padded to 8 digits (years 0001..9999), the cutoff in
-whole epoch seconds, negative before 1970 (``19691231--3600``), without leading zeros."""
+NAME = re.compile(r"([0-9]{8})-(-?[1-9][0-9]*|0)(?:\.([1-9][0-9]*))?")
+"""``YYYYMMDD-<cutoff>[.<generation>]``: the day zero-padded to 8 digits (years 0001..9999), the
+cutoff in whole epoch seconds, negative before 1970 (``19691231--3600``), without leading zeros;
+an erasure's generation after a dot (none: 0, an archiving run's)."""
+
+Run = tuple[int, int]
+"""A run's place in the order of runs: (cutoff, generation)."""
+
+
+def run_of(cutoff: int | None, generation: int = 0) -> Run | None:
+    """The run a committed archive names (None before any cutoff)."""
+    return None if cutoff is None else (int(cutoff), int(generation))
+
+
+def run_name(run: Run) -> str:
+    """A run as vector file names and sidecars write it: ``<cutoff>`` or ``<cutoff>.<generation>``."""
+    return f"{int(run[0])}" + (f".{int(run[1])}" if run[1] else "")
 
 
 _PART = re.compile(r"part-([0-9]+)-.*?\.c([0-9]+)(?:\.[^/]*)?$")
@@ -50,13 +69,14 @@ def day_digits(day: dt.date) -> str:
     return f"{day.year:04d}{day.month:02d}{day.day:02d}"
 
 
-def vector_name(day: dt.date, cutoff: int) -> str:
-    """A vector file's name: ``YYYYMMDD-<cutoff>`` (``parse_name`` reverses it)."""
-    return f"{day_digits(day)}-{int(cutoff)}"
+def vector_name(day: dt.date, cutoff: int, generation: int = 0) -> str:
+    """A vector file's name: ``YYYYMMDD-<cutoff>[.<generation>]`` (``parse_name`` reverses it)."""
+    return f"{day_digits(day)}-{run_name((cutoff, generation))}"
 
 
-def parse_name(name: str) -> tuple[dt.date, int] | None:
-    """(day, cutoff) of a vector file name; None for anything else (temp files, strays)."""
+def parse_name(name: str) -> tuple[dt.date, int, int] | None:
+    """(day, cutoff, generation) of a vector file name; None for anything else (temp files,
+    strays)."""
     m = NAME.fullmatch(name)
     if not m:
         return None
@@ -65,40 +85,48 @@ def parse_name(name: str) -> tuple[dt.date, int] | None:
         day = dt.date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))
     except ValueError:
         return None
-    return day, int(m.group(2))
+    return day, int(m.group(2)), int(m.group(3) or 0)
 
 
 class VectorFile(NamedTuple):
-    """A vector file found under ``vectors/``: its column, day, the run's cutoff and its URI
-    (a tuple: a listing makes one per file, tens of thousands in an old table)."""
+    """A vector file found under ``vectors/``: its column, day, the run's cutoff, its URI and
+    the run's generation (a tuple: a listing makes one per file, tens of thousands in an old
+    table)."""
 
     column: str
     day: dt.date
     cutoff: int
     path: str
+    generation: int = 0
+
+    @property
+    def run(self) -> Run:
+        """The run that wrote it: (cutoff, generation)."""
+        return self.cutoff, self.generation
 
 
-def day_runs(files: Iterable[VectorFile], committed: int | None) -> dict[dt.date, int]:
-    """Per day, the cutoff of the run whose files readers use: the largest cutoff not above the
-    committed one among the day's files (of any column). Every column of a day comes from that
-    one run, never from two."""
-    out: dict[dt.date, int] = {}
+def day_runs(files: Iterable[VectorFile], committed: Run | None) -> dict[dt.date, Run]:
+    """Per day, the run whose files readers use: the largest run not above the committed one
+    among the day's files (of any column). Every column of a day comes from that one run, never
+    from two."""
+    out: dict[dt.date, Run] = {}
     if committed is None:
         return out
     for f in files:
-        if f.cutoff <= committed and f.cutoff > out.get(f.day, f.cutoff - 1):
-            out[f.day] = f.cutoff
+        run = f.run
+        if run <= committed and (f.day not in out or run > out[f.day]):
+            out[f.day] = run
     return out
 
 
-def current(files: Iterable[VectorFile], committed: int | None) -> dict[tuple[str, dt.date], VectorFile]:
+def current(files: Iterable[VectorFile], committed: Run | None) -> dict[tuple[str, dt.date], VectorFile]:
     """Per (column, day), the file readers use: the one of the day's run (``day_runs``)."""
     files = list(files)
     runs = day_runs(files, committed)
-    return {(f.column, f.day): f for f in files if runs.get(f.day) == f.cutoff}
+    return {(f.column, f.day): f for f in files if runs.get(f.day) == f.run}
 
 
-def garbage(files: Iterable[VectorFile], committed: int | None) -> list[VectorFile]:
+def garbage(files: Iterable[VectorFile], committed: Run | None) -> list[VectorFile]:
     """Files no reader will use: uncommitted (cutoff above the committed one) or superseded."""
     files = list(files)
     keep = set(current(files, committed).values())
@@ -106,23 +134,37 @@ def garbage(files: Iterable[VectorFile], committed: int | None) -> list[VectorFi
 
 
 RUNS_FOLDER = "_runs"
-"""Under ``vectors/``: one sidecar per archive run, ``<cutoff>.json``, with the run's encoding."""
+"""Under ``vectors/``: one sidecar per run, ``<run_name>.json``, with the run's encoding."""
 
 
-def run_encodings(vectors_root: str, cutoffs: Iterable[int]) -> dict[int, Encoding | None]:
-    """Per run cutoff, the encoding its sidecar records (None: no sidecar or an unreadable one)."""
+def sidecar(vectors_root: str, run: Run) -> str:
+    """A run's sidecar: ``vectors/_runs/<cutoff>[.<generation>].json``."""
+    return join(vectors_root, RUNS_FOLDER, f"{run_name(run)}.json")
+
+
+def parse_run_name(stem: str) -> Run | None:
+    """A sidecar's run from its name without ``.json`` (None for anything else)."""
+    cutoff, _, generation = stem.partition(".")
+    try:
+        return int(cutoff), int(generation or 0)
+    except ValueError:
+        return None
+
+
+def run_encodings(vectors_root: str, runs: Iterable[Run]) -> dict[Run, Encoding | None]:
+    """Per run, the encoding its sidecar records (None: no sidecar or an unreadable one)."""
     fs, root = filesystem(join(vectors_root, RUNS_FOLDER))
-    out: dict[int, Encoding | None] = {}
-    for c in cutoffs:
+    out: dict[Run, Encoding | None] = {}
+    for r in runs:
         try:
-            with fs.open_input_stream(join(root, f"{c}.json")) as f:
-                out[c] = Encoding.parse(json.loads(f.read())["encoding"])
+            with fs.open_input_stream(join(root, f"{run_name(r)}.json")) as f:
+                out[r] = Encoding.parse(json.loads(f.read())["encoding"])
         except (OSError, ValueError, KeyError, TypeError):
-            out[c] = None
+            out[r] = None
     return out
 
 
-def stale_days(vectors_root: str, want: Encoding, committed: int | None,
+def stale_days(vectors_root: str, want: Encoding, committed: Run | None,
                days: Iterable[dt.date] | None = None, listed: list[VectorFile] | None = None) -> dict[dt.date, str]:
     """The one answer to "which archive days were written under other settings than ``want``",
     with why: their record order or vector set is not today's, so the next archive run re-sorts
@@ -135,16 +177,16 @@ def stale_days(vectors_root: str, want: Encoding, committed: int | None,
     files = listed if listed is not None else list_files(vectors_root)[0]
     runs = day_runs(files, committed)
     by_run = run_encodings(vectors_root, set(runs.values()))
-    one_file = {f.day: f for f in files if runs.get(f.day) == f.cutoff}
+    one_file = {f.day: f for f in files if runs.get(f.day) == f.run}
     out: dict[dt.date, str] = {}
     wanted, keys = want.key(), {e: e.key() for e in set(by_run.values()) if e is not None}
     for day in sorted(set(runs if days is None else days)):
-        cutoff = runs.get(day)
-        if cutoff is None:
+        run = runs.get(day)
+        if run is None:
             if want.vector_columns:
                 out[day] = "no vector files"
             continue
-        enc = by_run.get(cutoff)
+        enc = by_run.get(run)
         if enc is None:
             try:
                 enc = encoding_of(read_schema(one_file[day].path))
@@ -172,7 +214,7 @@ def list_files(vectors_root: str, columns: Iterable[str] | None = None,
     prefix = "" if day is None else day_digits(day) + "-"
     if columns is None:  # every column's folder (a column may start with "_"; RUNS_FOLDER is none)
         columns = [c for c in storage.list_names(vectors_root) if c != RUNS_FOLDER and not c.startswith(".")]
-    names: dict[str, tuple[dt.date, int] | None] = {}
+    names: dict[str, tuple[dt.date, int, int] | None] = {}
     files, temps = [], []
     for column in columns:
         folder = f"{base}/{column}/"
@@ -186,7 +228,7 @@ def list_files(vectors_root: str, columns: Iterable[str] | None = None,
             if parsed == ():
                 parsed = names[name] = parse_name(name)
             if parsed:
-                files.append(VectorFile(column, parsed[0], parsed[1], folder + name))
+                files.append(VectorFile(column, parsed[0], parsed[1], folder + name, parsed[2]))
     return files, temps
 
 
@@ -270,10 +312,10 @@ class AtomicIpcWriter:
     (``abort``): through :class:`lakehouse.storage.AtomicFile`."""
 
     def __init__(self, vectors_root: str, column: str, day: dt.date, cutoff: int, schema: pa.Schema,
-                 encoding: Encoding | None = None) -> None:
+                 encoding: Encoding | None = None, generation: int = 0) -> None:
         schema = schema.with_metadata({**(schema.metadata or {}), **file_metadata(day, cutoff, encoding)})
-        self.final = filesystem(join(vectors_root, column, vector_name(day, cutoff)))[1]
-        self._file = storage.AtomicFile(join(vectors_root, column, vector_name(day, cutoff)))
+        self.final = filesystem(join(vectors_root, column, vector_name(day, cutoff, generation)))[1]
+        self._file = storage.AtomicFile(join(vectors_root, column, vector_name(day, cutoff, generation)))
         self.temp = self._file.temp
         self._writer = ipc.new_file(self._file, schema)
         self.schema = schema

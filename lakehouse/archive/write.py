@@ -74,6 +74,8 @@ class WriteTask:
     fault: str | None = None
     """``faults``: damage the last of the first rows of ``fault_day`` the task gets (after they
     were counted in: the figures out then differ from those in; tests of the books)."""
+    generation: int = 0
+    """The vector files' generation: 0 for an archiving run, an erasure's number for its."""
 
     @property
     def vectors(self) -> bool:
@@ -177,7 +179,8 @@ class DayWriter:
         t = self.task
         d = _Day(day)
         if t.vectors:
-            d.vectors = DayVectors(t.vectors_root, day, t.cutoff, t.sort_columns, t.plain_columns, t.encoding)
+            d.vectors = DayVectors(t.vectors_root, day, t.cutoff, t.sort_columns, t.plain_columns, t.encoding,
+                                   t.generation)
         return d
 
     def _finish(self, d: _Day) -> list[dict]:

@@ -88,8 +88,8 @@ class ArchiveFiles:
                       if days is None or day in days}
         """The data files of each checked day (``days``: only those; None: all)."""
         listed, _ = list_files(source.paths.vectors)
-        self.vectors = vectors_current(listed, self.cutoff)
-        self.stale = stale_days(source.paths.vectors, current_encoding(self.d), self.cutoff, self.files, listed)
+        self.vectors = vectors_current(listed, archive.run)
+        self.stale = stale_days(source.paths.vectors, current_encoding(self.d), archive.run, self.files, listed)
         """Days written under other settings than today's, with why: skipped, not failed (the next
         archive run re-sorts and re-encodes them)."""
 

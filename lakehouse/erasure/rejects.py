@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta_log, storage
+from lakehouse.archive.state import ERASURE_APP_ID
 from lakehouse.definitions import TableDefinition
 from lakehouse.erasure.matching import matches
 from lakehouse.erasure.predicate import Predicate
@@ -39,8 +40,6 @@ from lakehouse.warehouse import TablePaths
 if TYPE_CHECKING:
     import pyarrow as pa
 
-ERASURE_APP_ID = "lakehouse.erasure"
-"""The SetTransaction app id of an erasure's commits (version: the erasure's number)."""
 
 
 @dataclass

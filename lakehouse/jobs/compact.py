@@ -235,9 +235,9 @@ def plan(definition: TableDefinition, paths: TablePaths, parts: tuple[str, ...] 
 def _stale_days(definition: TableDefinition, paths: TablePaths) -> set[dt.date]:
     """Archive days written under other settings (the archive run re-sorts them, compaction must not)."""
     from lakehouse.archive import vectors
-    from lakehouse.archive.reader import committed_cutoff, current_encoding
+    from lakehouse.archive.reader import committed_run, current_encoding
 
-    return set(vectors.stale_days(paths.vectors, current_encoding(definition), committed_cutoff(paths)))
+    return set(vectors.stale_days(paths.vectors, current_encoding(definition), committed_run(paths)))
 
 
 # -- execute (Spark) --------------------------------------------------------------------------------

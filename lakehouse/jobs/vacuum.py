@@ -177,9 +177,9 @@ class Vacuum:
 
     def _vectors(self, plan: VacuumPlan, execute: bool) -> None:
         from lakehouse.archive import vectors
-        from lakehouse.archive.reader import committed_cutoff
+        from lakehouse.archive.reader import committed_run
 
-        committed = committed_cutoff(self.paths)
+        committed = committed_run(self.paths)
         files, temps = vectors.list_files(self.paths.vectors)
         junk = [f.path for f in vectors.garbage(files, committed)] + temps
         plan.vector_files = junk

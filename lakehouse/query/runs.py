@@ -158,8 +158,8 @@ def archive_groups(split: Split, shape: Shape, types: dict[str, tuple[str, pa.Da
     days = {day: n for day, n in _archive_days(split).items()
             if (first is None or day >= first) and (last is None or day <= last)}
     found, _ = vectors.list_files(split.source.paths.vectors, sorted(set(wanted)))
-    current = vectors.current(found, cutoff)
-    stale = vectors.stale_days(split.source.paths.vectors, current_encoding(d), cutoff, days, found) \
+    current = vectors.current(found, split.archive.run)
+    stale = vectors.stale_days(split.source.paths.vectors, current_encoding(d), split.archive.run, days, found) \
         if days and wanted else {}  # with no column wanted, the days' record counts are the groups
     for day, why in sorted(stale.items())[:1]:
         raise NotRuns(f"archive day {day} cannot answer from runs: {why}")
