@@ -2,7 +2,9 @@
 (a backtick, a double quote, a quote) is never read as SQL.
 
 Spark SQL quotes identifiers with backticks, DuckDB with double quotes; both write a string
-literal in single quotes. A quote character inside is doubled.
+literal in single quotes. Inside an identifier its quote character is doubled; inside a string
+literal DuckDB (and DataFusion) double a single quote, while Spark reads ``'it''s'`` as two
+adjacent literals (``its``) and takes a backslash as an escape: ``spark_literal`` escapes both.
 """
 
 from __future__ import annotations
@@ -24,5 +26,11 @@ def literal_body(text: str) -> str:
 
 
 def literal(text: str) -> str:
-    """A single-quoted SQL string literal, for both engines."""
+    """A single-quoted SQL string literal for DuckDB and DataFusion (quotes doubled)."""
     return "'" + literal_body(text) + "'"
+
+
+def spark_literal(text: str) -> str:
+    """A single-quoted Spark SQL string literal: a backslash and a quote escaped with a backslash
+    (Spark's default parser: ``spark.sql.parser.escapedStringLiterals`` false)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -40,6 +40,7 @@ CLICKS = parse_definition({
     ("lower(id) LIKE 'x%' OR amount IS NULL", {"id", "amount"}),
     ("ID = 'a'", {"id"}),  # columns are found whatever their case
     ("NOT (shop > 3)", {"shop"}),
+    ("id = 'a;b' OR id = 'it''s'", {"id"}),  # a semicolon or a quote inside a literal is a value
 ])
 def test_predicates_over_the_visible_columns_are_taken(text: str, columns: set[str]) -> None:
     p = parse(ORDERS, text)
@@ -55,7 +56,8 @@ def test_predicates_over_the_visible_columns_are_taken(text: str, columns: set[s
     ("customer = 'x'", "unknown column 'customer'; orders has id, shop, amount, at, event_date"),
     ("id IN (SELECT id FROM other)", "subquery"),
     ("EXISTS (SELECT 1 FROM orders)", "subquery"),
-    ("id = 'a'; DROP TABLE orders", "one expression"),
+    ("id = 'a'; DROP TABLE orders", ""),
+    ("hash(*) = 0", "* is not allowed"),
     ("1 = 1) UNION SELECT * FROM other WHERE (1 = 1", "one boolean expression"),
     ("count(*) > 1", "aggregate"),
     ("row_number() OVER (ORDER BY at) = 1", "aggregate or window"),
@@ -92,8 +94,11 @@ def test_any_text_is_a_predicate_or_one_line_refusal(text: str) -> None:
 
 def test_keys_one_per_line_csv_with_a_header_and_parquet(tmp_path: Path) -> None:
     one = tmp_path / "keys.txt"
-    one.write_text("a\nb\n\na\nc d\n")
-    assert read_keys(ORDERS, str(one)).column("id").to_pylist() == ["a", "b", "c d"]  # once each
+    one.write_text('a\nb\n\na\nc d\nDoe, John\n"quoted\n')
+    assert read_keys(ORDERS, str(one)).column("id").to_pylist() == ["a", "b", "c d", "Doe, John", '"quoted']
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("\ufeffid\nz\n".encode())
+    assert read_keys(ORDERS, str(bom)).column("id").to_pylist() == ["z"]  # a header, whatever the BOM
     header = tmp_path / "keys.csv"
     header.write_text("id,other\nx,1\ny,2\n")
     assert read_keys(ORDERS, str(header)).column("id").to_pylist() == ["x", "y"]
@@ -129,7 +134,11 @@ def test_bad_keys_files_are_refused_naming_file_line_and_column(tmp_path: Path, 
 
 def test_keys_become_one_predicate_with_typed_literals() -> None:
     t = pa.table({"id": ["a", "it's"]})
-    assert keys_predicate(ORDERS, t) == "`id` IN ('a', 'it''s')"
+    assert keys_predicate(ORDERS, t) == "`id` IN ('a', 'it\\'s')"  # Spark's escape (it reads 'it''s' as its)
+    hostile = pa.table({"id": ["x\\", ") OR TRUE --"]})
+    p = parse(ORDERS, keys_predicate(ORDERS, hostile))
+    tree = __import__("sqlglot").parse_one(p.sql, read="spark")
+    assert [v.this for v in tree.expressions] == ["x\\", ") OR TRUE --"]  # two values, not a condition
     assert keys_predicate(ORDERS, pa.table({"id": pa.array([], pa.string())})) == "FALSE"
     two = pa.table({"order_id": [1, 2], "line": [3, 4]})
     assert keys_predicate(LINES, two) == "(`order_id` = 1 AND `line` = 3) OR (`order_id` = 2 AND `line` = 4)"

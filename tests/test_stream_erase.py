@@ -120,3 +120,22 @@ def test_a_kill_around_the_switch_leaves_the_segment_whole_or_erased(held: tuple
     slow.detach()
     fast.detach()
     assert users(project) == ([1, 2, 4] if saved else [1, 2, 3, 3, 4])  # (user 3 sent two rows)
+
+
+def test_the_inserting_process_releases_right_after_another_erased_its_rows(spark: Any, project: Project) -> None:
+    """The producer that inserted the rows keeps their times from its insert; an erasure by
+    another process moves the segment's rows: its next release reads them again, and neither
+    releases an erased row nor loses a kept one."""
+    project.table(CLICKS + "stream: {allowed_lateness: 1h}\n")
+    project.create("clicks")
+    clock = Clock()
+    p = project.lh.table("clicks").producer("only", clock=clock)
+    p.attach(at(0))
+    p.insert(rows((3, 3), (4, 4), (5, 5)), moves_bound=False)  # they wait for its bound: nothing read yet
+    assert users(project) == []
+    assert sum(erase_users(project, {3}).values()) == 1  # another process
+    p.bound(at(4))  # the inserting process plans its first release from the segment as it is now
+    assert users(project) == [4]
+    p.bound(at(10))
+    assert users(project) == [4, 5] and project.lh.table("clicks").stream()["staged"] == 0
+    p.detach()

@@ -46,12 +46,6 @@ def as_day(day: Any) -> dt.date:
     raise LakehouseError(f"day {day!r}: expected a date (YYYY-MM-DD)")
 
 
-def committed_cutoff(paths: TablePaths) -> int | None:
-    """The archive's committed cutoff, from its Delta log (None before the first archiving run)."""
-    snap = read_snapshot(paths.archive)
-    return None if snap is None else snap.cutoff
-
-
 def committed_run(paths: TablePaths) -> vectors.Run | None:
     """The archive's committed run (cutoff, erasures), which vector files are read by (None
     before the first archiving run)."""

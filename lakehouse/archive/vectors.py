@@ -127,7 +127,7 @@ def current(files: Iterable[VectorFile], committed: Run | None) -> dict[tuple[st
 
 
 def garbage(files: Iterable[VectorFile], committed: Run | None) -> list[VectorFile]:
-    """Files no reader will use: uncommitted (cutoff above the committed one) or superseded."""
+    """Files no reader will use: uncommitted (a run above the committed one) or superseded."""
     files = list(files)
     keep = set(current(files, committed).values())
     return [f for f in files if f not in keep]

@@ -1,8 +1,10 @@
 """Erasure: ``lakehouse delete`` removes rows by key or predicate from every place a row lives.
 
-Built so far: what a delete erases (``predicate``: a checked predicate or a keys file) and which
+Built so far: what a delete erases (``predicate``: a checked predicate or a keys file), which
 rows it matches where rows are held as Arrow (``matching``: DuckDB with Spark's semantics, the
-same rows Spark's ``DELETE ... WHERE`` erases).
+same rows Spark's ``DELETE ... WHERE`` erases), the parts' steps (``Stream.erase`` for staged
+rows, ``live``, ``rejects``), the vector files' generations (``archive.vectors``) and the audit
+(``audit``). Not yet: the archive's step, the job that runs them in order, the command, the purge.
 
 The design the rest follows (issue 24), one job under the table's lease (no archive run,
 compaction or VACUUM meanwhile) and the stream's lease (no release meanwhile), plan first:
@@ -19,7 +21,7 @@ compaction or VACUUM meanwhile) and the stream's lease (no release meanwhile), p
 3. **Live**: Spark ``DELETE ... WHERE`` with the SetTransaction (``lakehouse.erasure``, N).
 4. **Archive**: the touched days only, as an archiving run without live rows at the unchanged
    cutoff: the days' rows less the matched ones (their order kept), new data files and vector
-   files of a new generation (``<day>-<cutoff>-<N>``: readers take the largest (cutoff,
+   files of a new generation (``<day>-<cutoff>.<N>``: readers take the largest (cutoff,
    generation) committed), one metadata-only commit with the SetTransaction and the figures;
    the ledger's row for the day records the rows deleted (out = in - deleted).
 5. **Rejects**: the matched rejects deleted in one commit.

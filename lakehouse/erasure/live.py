@@ -29,7 +29,9 @@ def matched(spark: SparkSession, paths: TablePaths, condition: str, version: int
 
 def erase(spark: SparkSession, paths: TablePaths, condition: str, number: int) -> int:
     """Delete from live the rows ``condition`` matches, with the SetTransaction (``lakehouse.
-    erasure``, ``number``); rows deleted (0: none matched, or live held the erasure already)."""
+    erasure``, ``number``); rows deleted (0: none matched, or live held the erasure already).
+    (Delta records no SetTransaction for a DELETE that matched nothing: the caller's plan, not
+    live, says which erasures ran.)"""
     from lakehouse import delta_log
 
     if (delta_log.txn_version(paths.live, ERASURE_APP_ID) or 0) >= number:
@@ -38,7 +40,13 @@ def erase(spark: SparkSession, paths: TablePaths, condition: str, number: int) -
     def delete() -> int:
         with idempotent(spark, (ERASURE_APP_ID, int(number))):
             rows = spark.sql(f"DELETE FROM delta.{spark_ident(paths.live)} WHERE {condition}").collect()
-        return int(rows[0][0] or 0) if rows else 0
+        n = int(rows[0][0]) if rows and rows[0][0] is not None else 0
+        if n < 0:  # a metadata-only delete of whole files whose statistics lack their counts
+            n = -1
+        return n
 
     deleted, _ = with_retries(f"delete from {paths.name}/live", delete)
+    if deleted < 0:  # counted from the commit Delta made
+        metrics = (delta_log.history(paths.live, 1) or [{}])[0].get("operationMetrics") or {}
+        deleted = int(metrics.get("numDeletedRows") or 0)
     return deleted

@@ -17,7 +17,6 @@ Pure: no engine here.
 from __future__ import annotations
 
 import csv
-import io
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -67,8 +66,6 @@ def parse(definition: TableDefinition, text: Any) -> Predicate:
     name = definition.name
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{name}: --where needs a predicate, e.g. \"user_id = 42\"")
-    if ";" in text:
-        raise InputError(f"{name}: --where takes one expression, not statements: {text!r}")
     wrapped = f"SELECT * FROM {spark_ident(name)} WHERE ({text})"
     try:
         checked = check(wrapped)
@@ -82,6 +79,8 @@ def parse(definition: TableDefinition, text: Any) -> Predicate:
     cond = tree.args["where"].this
     inner = cond.this if isinstance(cond, exp.Paren) else cond
     for node in inner.walk():
+        if isinstance(node, exp.Star):
+            raise InputError(f"{name}: --where {text!r}: * is not allowed (it reads other columns in each part)")
         if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or \
                 (isinstance(node, exp.In) and node.args.get("query") is not None):
             raise InputError(f"{name}: --where {text!r}: a subquery is not allowed (give the values)")
@@ -133,25 +132,38 @@ def read_keys(definition: TableDefinition, path: str) -> "pa.Table":
         if missing:
             raise InputError(f"{shown}: no column {missing[0]!r} (the key of {name} is {', '.join(key)})")
         rows = [[r[k] for k in key] for r in t.select(key).to_pylist()]
-        start = 1
+        starts = list(range(1, len(rows) + 1))
     else:
-        text = storage.read_bytes(shown).decode("utf-8", "replace")
-        lines = list(csv.reader(io.StringIO(text)))
-        header = [h.strip() for h in lines[0]] if lines else []
-        if len(key) == 1 and header and header[0] != key[0]:
-            rows, start = [[ln[0]] if ln else [""] for ln in lines if ln != []], 1  # one value per line
-            header = key
+        try:
+            text = storage.read_bytes(shown).decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{shown}: not UTF-8 text (byte {e.start}); give keys as UTF-8, CSV or Parquet") from None
+        lines = text.splitlines()
+        first = next(csv.reader([lines[0]])) if lines else []
+        header = [h.strip() for h in first]
+        numbered: list[tuple[int, list[str]]]
+        if len(key) == 1 and key[0] not in header:  # one value per line, as it is (commas and quotes too)
+            numbered = [(n, [ln]) for n, ln in enumerate(lines, start=1) if ln.strip()]
         else:
             missing = [k for k in key if k not in header]
             if missing:
                 raise InputError(f"{shown}: line 1: no column {missing[0]!r} in the header (the key of {name} is "
                                  f"{', '.join(key)}; a one-column key may also be given one value per line)")
             where = [header.index(k) for k in key]
-            rows = [[ln[i] if i < len(ln) else "" for i in where] for ln in lines[1:] if ln != []]
-            start = 2
+            numbered = []
+            for n, ln in enumerate(lines[1:], start=2):
+                if not ln.strip():
+                    continue
+                try:
+                    fields = next(csv.reader([ln]))
+                except csv.Error as e:
+                    raise InputError(f"{shown}: line {n}: not a CSV line: {e}") from None
+                numbered.append((n, [fields[i] if i < len(fields) else "" for i in where]))
+        rows = [v for _, v in numbered]
+        starts = [n for n, _ in numbered]
     out: dict[str, list[Any]] = {k: [] for k in key}
     seen: set[tuple[Any, ...]] = set()
-    for n, values in enumerate(rows, start=start):
+    for n, values in zip(starts, rows):
         typed = []
         for k, v in zip(key, values):
             try:
@@ -171,7 +183,7 @@ def value_sql(v: Any) -> str:
     import datetime as dt
     import decimal
 
-    from lakehouse.sql import literal
+    from lakehouse.sql import spark_literal as literal
 
     if v is None:
         return "NULL"

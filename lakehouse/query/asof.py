@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakehouse import delta_log
-from lakehouse.archive.state import CUTOFF_APP_ID, Snapshot
+from lakehouse.archive.state import CUTOFF_APP_ID, ERASURE_APP_ID, Snapshot
 from lakehouse.delta_log import Commit
 from lakehouse.errors import QueryError
 from lakehouse.query import TableSource
@@ -155,9 +155,10 @@ def _load(t: TableSource, part: str, path: str, commit: Commit, history: list[Co
             f"read: {len(missing)} of its data files were vacuumed (e.g. {missing[0]}); {_span(part, history)}; "
             f"{hint}")
     v = table.transaction_version(CUTOFF_APP_ID)
+    erasures = table.transaction_version(ERASURE_APP_ID) or 0
     have = {f.name for f in table.schema().fields}
     absent = frozenset(c for c in t.definition.visible_columns if c not in have)
-    return Snapshot(commit.version, None if v is None else int(v)), absent
+    return Snapshot(commit.version, None if v is None else int(v), int(erasures)), absent
 
 
 def _next_readable(path: str, commit: Commit, history: list[Commit]) -> Commit | None:

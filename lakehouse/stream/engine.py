@@ -237,6 +237,7 @@ class Stream:
                 late_by_file = {int(f): int(n) for f, n in zip(files, counts)}
             if seg is not None:
                 self._times[seg.id] = np.sort(times if below is None else times[times >= below])
+                self._times_from[seg.id] = staged.segment_rows(data)
             spec = dict(rejects or {})
             if staged.has_rejects(spec, n_late):
                 state.rejects_due.append(DueRejects(origin, number, name, None if seg is None else seg.id,
@@ -262,7 +263,7 @@ class Stream:
         Segment id -> rows erased."""
         import pyarrow.compute as pc
 
-        with self._changing(f"erase {number}") as (state, _):
+        with self._changing(f"erase {number}") as (state, lease):
             erased: dict[str, int] = {}
             for seg in state.segments:
                 if seg.staged <= 0:
@@ -275,6 +276,10 @@ class Stream:
                     continue
                 keep = rows.filter(pc.invert(hit))
                 folder = join(seg.data["path"], f"rows-e{int(number)}")
+                if folder.rstrip("/") == staged.segment_rows(seg.data).rstrip("/"):
+                    raise LakehouseError(f"{self.definition.name}: erasure {number} ran on this stream before; "
+                                         "an erasure takes a number of its own")
+                lease.check()
                 remove_tree(folder)
                 staged.write_rows(self.definition, keep, folder)
                 times = np.sort(staged.read_times(self.definition, seg.data["path"], [], folder)["t"])
@@ -287,6 +292,7 @@ class Stream:
                 crashpoints.reached("stream_before_erase_save")
                 self.store.save(state)
                 crashpoints.reached("stream_after_erase_save")
+            lease.check()  # (a process whose lease ran out removes nothing another may read)
             self._drop_old_rows(state)
             return erased
 
@@ -437,15 +443,12 @@ class Stream:
 
     def _times_of(self, seg: Segment) -> "np.ndarray":
         folder = staged.segment_rows(seg.data)
-        if self._times_from.setdefault(seg.id, folder) != folder:
-            self._times.pop(seg.id, None)
-            self._times_from[seg.id] = folder
-        cached = self._times.get(seg.id)
+        cached = self._times.get(seg.id) if self._times_from.get(seg.id) == folder else None
         if cached is None:
             times = staged.read_times(self.definition, seg.data["path"], seg.data.get("failed", []),
                                       staged.segment_rows(seg.data))["t"]
             cached = np.sort(times if seg.late_below is None else times[times >= seg.late_below])
-            self._times[seg.id] = cached
+            self._times[seg.id], self._times_from[seg.id] = cached, folder
         return cached
 
     def _cleanup(self, state: StreamState) -> None:
