@@ -69,6 +69,18 @@ archive:
 
 HEADER_SMALL = ["trip_id", "city_id", "status", "fx_rate", "fare_total", "fare_local", "is_pool", "trip_date", "event_time"]
 
+ORDERS = """
+name: orders
+columns:
+  - {name: id, type: string, nullable: false}
+  - {name: amount, type: int}
+  - {name: at, type: timestamp, nullable: false}
+primary_key: [id]
+event_time: at
+stream: {allowed_lateness: 0}
+"""
+"""A keyed table of the stream tests (a later version of a key replaces it)."""
+
 CLICKS = """
 name: clicks
 columns:

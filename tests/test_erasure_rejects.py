@@ -15,19 +15,9 @@ import pytest
 from lakehouse import delta_log
 from lakehouse.erasure.predicate import parse
 from lakehouse.erasure.rejects import erase, match
-from tests.conftest import Project
+from tests.conftest import ORDERS, Project
 
 pytestmark = pytest.mark.spark
-ORDERS = """
-name: orders
-columns:
-  - {name: id, type: string, nullable: false}
-  - {name: amount, type: int}
-  - {name: at, type: timestamp, nullable: false}
-primary_key: [id]
-event_time: at
-stream: {allowed_lateness: 0}
-"""
 
 
 @pytest.fixture

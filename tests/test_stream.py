@@ -15,19 +15,10 @@ import pytest
 from lakehouse.ingest.producer import to_micros
 from lakehouse.stream.model import StreamError
 from tests.conftest import CLICKS, Project, cli_in_process
+from tests.conftest import ORDERS as KEYED
 
 pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
-KEYED = """
-name: orders
-columns:
-  - {name: id, type: string, nullable: false}
-  - {name: amount, type: int}
-  - {name: at, type: timestamp, nullable: false}
-primary_key: [id]
-event_time: at
-stream: {allowed_lateness: 0}
-"""
 
 
 class Clock:

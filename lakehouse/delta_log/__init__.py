@@ -257,23 +257,34 @@ def replace_partitions(path: str, read_version: int, files: list[NewFile], colum
     ``column`` IN ``values`` (as of that version) and adding ``files`` (already in the table's folder),
     with ``txn`` = (app id, version) as a SetTransaction and ``user_metadata`` as its ``userMetadata``.
     No other version is tried (``StaleVersion``: another writer committed first). The version."""
+    return _commit_actions(path, read_version, [], files, txn, user_metadata,
+                           overwrite=[(column, "in", list(values))] if values else None)
+
+
+def _commit_actions(path: str, read_version: int, removed: list[tuple[str, int, dict[str, str | None] | None]],
+                    added: list[NewFile], txn: tuple[str, int] | None, user_metadata: str | None,
+                    overwrite: list[tuple[str, str, Any]] | None = None) -> int:
+    """The one metadata-only commit of ``replace_partitions`` and ``rewrite_files``: right after
+    ``read_version``, the removes and adds given (``overwrite``: also every file of the partitions
+    its filter names), a SetTransaction and ``userMetadata``; no retry (``StaleVersion``)."""
     from deltalake import CommitProperties, Transaction
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 
     table = open_table(path, read_version)
-    adds: list[AddAction | RemoveAction] = [AddAction(f.path, f.size, f.partition, f.modified_ms, True, f.stats) for f in files]
+    now = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = [RemoveAction(p, True, now, size, parts) for p, size, parts in removed]
+    actions += [AddAction(f.path, f.size, f.partition, f.modified_ms, True, f.stats) for f in added]
     props = CommitProperties(custom_metadata={"userMetadata": user_metadata} if user_metadata is not None else None,
                              max_commit_retries=0,
                              app_transactions=[Transaction(app_id=txn[0], version=txn[1])] if txn else None)
     hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
     try:
-        if values:
-            table.create_write_transaction(adds, "overwrite", table.schema(), table.metadata().partition_columns,
-                                           [(column, "in", list(values))], commit_properties=props,
-                                           post_commithook_properties=hooks)
+        if overwrite:
+            table.create_write_transaction(actions, "overwrite", table.schema(), table.metadata().partition_columns,
+                                           overwrite, commit_properties=props, post_commithook_properties=hooks)
         else:
-            table.create_write_transaction(adds, "append", table.schema(), table.metadata().partition_columns,
+            table.create_write_transaction(actions, "append", table.schema(), table.metadata().partition_columns,
                                            commit_properties=props, post_commithook_properties=hooks)
     except CommitFailedError as e:
         raise StaleVersion(f"{path}: version {read_version + 1} was committed by another writer ({first_line(e)})") \
@@ -370,25 +381,7 @@ def rewrite_files(path: str, read_version: int, removed: list[tuple[str, int, di
     log names it, size, partition values) each) and adding ``added`` (already in the table's
     folder), with ``txn`` = (app id, version) as a SetTransaction. No other version is tried
     (``StaleVersion``: another writer committed first). The version."""
-    from deltalake import CommitProperties, Transaction
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
-
-    table = open_table(path, read_version)
-    now = int(time.time() * 1000)
-    actions: list[Any] = [RemoveAction(p, True, now, size, parts) for p, size, parts in removed]
-    actions += [AddAction(f.path, f.size, f.partition, f.modified_ms, True, f.stats) for f in added]
-    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
-    props = CommitProperties(max_commit_retries=0,
-                             app_transactions=[Transaction(app_id=txn[0], version=txn[1])] if txn else None)
-    try:
-        table.create_write_transaction(actions, "append", table.schema(), table.metadata().partition_columns,
-                                       commit_properties=props, post_commithook_properties=hooks)
-    except CommitFailedError as e:
-        raise StaleVersion(f"{path}: version {read_version + 1} was committed by another writer ({first_line(e)})") \
-            from None
-    _checkpoint(path, table, read_version + 1)
-    return read_version + 1
+    return _commit_actions(path, read_version, removed, added, txn, None)
 
 
 class StaleVersion(Exception):
