@@ -27,7 +27,8 @@ def rejected(spark: Any, project: Project) -> Project:
     project.table(ORDERS)
     project.create("orders")
     lh = project.lh
-    kept = project.text("kept.csv", "id,amount,at\na1,1,2026-11-20T10:00:00Z\na2,1,not-a-time\nb1,x,2026-11-20T10:00:00Z\n")
+    kept = project.text("kept.csv", "id,amount,at\na1,1,2026-11-20T10:00:00Z\na2,1,not-a-time\nb1,x,2026-11-20T10:00:00Z\n"
+                                    "e1,,not-a-time\n")
     gone = project.text("gone.csv", "amount,id,at\nx,a3,2026-11-20T10:00:00Z\n")
     lines = project.text("rows.jsonl", "".join(json.dumps(r) + "\n" for r in [
         {"id": "a4", "amount": "many", "at": "2026-11-20T10:00:00Z"}, {"amount": 5, "at": "2026-11-20T10:00:00Z"},
@@ -58,7 +59,7 @@ def test_rejects_are_erased_by_key_where_their_records_parse(rejected: Project) 
     p = rejected
     d, paths = p.lh.definition("orders"), p.lh.paths("orders")
     before = records(p)
-    assert len(before) == 8  # a2, b1, a3 (CSV), a4, the row without id (JSON), a5, d1 (late), the file
+    assert len(before) == 9  # a2, b1, e1, a3 (CSV), a4, the row without id (JSON), a5, d1 (late), the file
     keys = pa.table({"id": ["a1", "a2", "a3", "a4", "a5", "b1", "nobody"]})
     found = match(d, paths, keys=keys)
     # a2 (a CSV line with its file's header), a4 (JSON), a5 (a late row), b1 (CSV): matched;
@@ -66,7 +67,7 @@ def test_rejects_are_erased_by_key_where_their_records_parse(rejected: Project) 
     assert found.rows == 4 and found.unmatched == 2
     assert erase(paths, found, 1) == 4
     left = records(p)
-    assert len(left) == 4 and not any(k in r for r in left for k in ('"a2', "a2,", '"a4"', '"a5"', "b1,"))
+    assert len(left) == 5 and not any(k in r for r in left for k in ('"a2', "a2,", '"a4"', '"a5"', "b1,"))
     assert b"b1,x" not in current_bytes(p) and b"a5" not in current_bytes(p)
     assert erase(paths, found, 1) == 0  # the same erasure again: its commit is there
     assert records(p) == left
@@ -79,6 +80,21 @@ def test_rejects_are_erased_by_predicate_over_the_columns_it_reads(rejected: Pro
     # a5 (700, late); b1's, a4's amounts do not read and a3's file is gone: unmatched
     assert found.rows == 1 and found.unmatched == 3
     erase(paths, found, 1)
-    assert not any('"a5"' in r for r in records(p)) and len(records(p)) == 7
+    assert not any('"a5"' in r for r in records(p)) and len(records(p)) == 8
     by_day = match(d, paths, predicate=parse(d, "event_date = DATE '2026-11-20' AND id LIKE 'b%'"))
     assert by_day.rows == 1  # b1: its event time reads, its amount does not (not read by the predicate)
+    empty = match(d, paths, predicate=parse(d, "amount IS NULL AND id LIKE 'e%'"))
+    assert empty.rows == 1  # e1: an empty CSV field is NULL, as ingest reads it
+
+
+def test_rejects_appended_between_match_and_erase_are_matched_again(rejected: Project) -> None:
+    from lakehouse.erasure.rejects import erase_matching
+
+    p = rejected
+    d, paths = p.lh.definition("orders"), p.lh.paths("orders")
+    stale = match(d, paths, keys=pa.table({"id": ["a2", "b9"]}))
+    p.lh.load("orders", [p.text("more.csv", "id,amount,at\nb9,y,2026-11-20T10:00:00Z\n")])  # a new reject of b9
+    with pytest.raises(Exception, match="committed by another writer"):
+        erase(paths, stale, 1)
+    assert erase_matching(d, paths, 1, keys=pa.table({"id": ["a2", "b9"]})) == (2, 2)
+    assert not any(r.startswith(("a2,", "b9,")) for r in records(p))

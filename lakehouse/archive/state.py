@@ -39,10 +39,10 @@ class Snapshot:
 
 def read_snapshot(path: str, version: int | None = None) -> Snapshot | None:
     """The latest (or a given) version of a Delta table, its cutoff and its erasures, with delta-rs."""
-    snap = delta_log.snapshot(path, CUTOFF_APP_ID, version)
+    snap = delta_log.snapshot(path, CUTOFF_APP_ID, version, more=(ERASURE_APP_ID,))  # one read of the log
     if snap is None:
         return None
-    return Snapshot(snap.version, snap.txn, delta_log.txn_version(path, ERASURE_APP_ID, snap.version) or 0)
+    return Snapshot(snap.version, snap.txn, snap.more.get(ERASURE_APP_ID) or 0)
 
 
 def day_rows(path: str, version: int | None) -> dict[dt.date, int]:

@@ -18,7 +18,7 @@ import os
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import objectstore
@@ -139,20 +139,26 @@ def txn_version(path: str, app_id: str, version: int | None = None) -> int | Non
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A Delta table version and the SetTransaction version of one app id committed at it."""
+    """A Delta table version and the SetTransaction version of one app id committed at it (and
+    of the ``more`` app ids asked for, from the same read of the log)."""
 
     version: int
     txn: int | None
+    more: dict[str, int | None] = field(default_factory=dict)
 
 
-def snapshot(path: str, app_id: str, version: int | None = None) -> Snapshot | None:
+def snapshot(path: str, app_id: str, version: int | None = None, more: tuple[str, ...] = ()) -> Snapshot | None:
     """The latest (or a given) version of a Delta table and ``app_id``'s transaction version
-    there; None when there is no table."""
+    there (and those of the ``more`` app ids); None when there is no table."""
     if not exists(path):
         return None
     table = _reading(path, version)
-    v = table.transaction_version(app_id)
-    return Snapshot(int(table.version()), None if v is None else int(v))
+
+    def txn(app: str) -> int | None:
+        v = table.transaction_version(app)
+        return None if v is None else int(v)
+
+    return Snapshot(int(table.version()), txn(app_id), {a: txn(a) for a in more})
 
 
 def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:

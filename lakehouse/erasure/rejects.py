@@ -21,6 +21,7 @@ starts Spark.
 from __future__ import annotations
 
 import csv
+import decimal
 import io
 import json
 import time
@@ -65,7 +66,7 @@ def parse_record(record: str | None, source: str | None, headers: dict[str, list
     text = record.strip()
     if text.startswith("{"):
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, parse_float=decimal.Decimal)  # (numbers as ingest reads them)
         except ValueError:
             return None
         return doc if isinstance(doc, dict) else None
@@ -77,10 +78,12 @@ def parse_record(record: str | None, source: str | None, headers: dict[str, list
     if header is None:
         return None
     try:
-        values = next(csv.reader(io.StringIO(text)))
+        values = next(csv.reader(io.StringIO(record)))
     except (csv.Error, StopIteration):
         return None
-    return dict(zip(header, values)) if len(values) == len(header) else None
+    if len(values) != len(header):
+        return None
+    return {h: (None if v == "" else v) for h, v in zip(header, values)}  # (an empty field is NULL, as ingest has it)
 
 
 def _header(source: str) -> list[str] | None:
@@ -107,7 +110,7 @@ def typed(definition: TableDefinition, doc: dict[str, Any], columns: list[str]) 
         if c not in doc or c not in types:
             return None
         try:
-            out[c] = converter(types[c])(doc[c])
+            out[c] = None if doc[c] is None else converter(types[c])(doc[c])  # (NULL: JSON null, empty CSV)
         except (BadValue, TypeError, ValueError):
             return None
     return out
@@ -161,6 +164,20 @@ def match(definition: TableDefinition, paths: TablePaths, predicate: Predicate |
         if hits:
             result.files[rel] = (int(size or 0), hits)
     return result
+
+
+def erase_matching(definition: TableDefinition, paths: TablePaths, number: int, predicate: Predicate | None = None,
+                   keys: pa.Table | None = None, attempts: int = 5) -> tuple[int, int]:
+    """Match and erase (``match``, ``erase``) at the latest version, matching again when rejects
+    were appended in between; (rows erased, records unmatched)."""
+    for attempt in range(attempts):
+        found = match(definition, paths, predicate, keys)
+        try:
+            return erase(paths, found, number), found.unmatched
+        except delta_log.StaleVersion:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def erase(paths: TablePaths, found: RejectsMatch, number: int) -> int:
