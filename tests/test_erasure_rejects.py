@@ -98,3 +98,19 @@ def test_rejects_appended_between_match_and_erase_are_matched_again(rejected: Pr
         erase(paths, stale, 1)
     assert erase_matching(d, paths, 1, keys=pa.table({"id": ["a2", "b9"]})) == (2, 2)
     assert not any(r.startswith(("a2,", "b9,")) for r in records(p))
+
+
+def test_a_csv_source_written_again_since_the_reject_is_not_read_for_its_header(rejected: Project) -> None:
+    """A daily file name written again with its columns in another order: its header is not the
+    rejected line's, so those records are unmatched, never read under the wrong columns."""
+    import os
+    import time
+
+    p = rejected
+    d, paths = p.lh.definition("orders"), p.lh.paths("orders")
+    kept = p.root / "data" / "kept.csv"
+    kept.write_text("amount,id,at\n")
+    later = time.time() + 5
+    os.utime(kept, (later, later))
+    found = match(d, paths, keys=pa.table({"id": ["a2", "b1", "e1"]}))
+    assert found.rows == 0 and found.unmatched == 5  # a2, b1, e1 (the file changed), a3 (gone), no id

@@ -36,6 +36,7 @@ from lakehouse.erasure.matching import matches
 from lakehouse.erasure.predicate import Predicate
 from lakehouse.records import BadValue, converter
 from lakehouse.storage import join
+from lakehouse.times import micros
 from lakehouse.warehouse import TablePaths
 
 if TYPE_CHECKING:
@@ -58,9 +59,11 @@ class RejectsMatch:
         return sum(len(rows) for _, rows in self.files.values())
 
 
-def parse_record(record: str | None, source: str | None, headers: dict[str, list[str] | None]) -> dict[str, Any] | None:
+def parse_record(record: str | None, source: str | None, headers: dict[str, tuple[list[str], int] | None],
+                 at: Any = None) -> dict[str, Any] | None:
     """A reject's record as {column: raw value}: a JSON object as it is, a CSV line with its source
-    file's header (``headers`` caches them by source); None when it does not parse."""
+    file's header (``headers`` caches them by source) when the file has not changed since the
+    reject (``at``: when it was rejected); None when it does not parse."""
     if not record:
         return None
     text = record.strip()
@@ -74,8 +77,11 @@ def parse_record(record: str | None, source: str | None, headers: dict[str, list
         return None
     if source not in headers:
         headers[source] = _header(source)
-    header = headers[source]
-    if header is None:
+    found = headers[source]
+    if found is None:
+        return None
+    header, modified_ns = found
+    if at is not None and modified_ns > micros(at) * 1000:  # written again since: its header may not be the record's
         return None
     try:
         values = next(csv.reader(io.StringIO(record)))
@@ -86,9 +92,13 @@ def parse_record(record: str | None, source: str | None, headers: dict[str, list
     return {h: (None if v == "" else v) for h, v in zip(header, values)}  # (an empty field is NULL, as ingest has it)
 
 
-def _header(source: str) -> list[str] | None:
-    """The header line of a CSV source file still on hand (None: gone, or not CSV)."""
-    if not source.lower().endswith((".csv", ".csv.gz")) or not storage.is_file(source):
+def _header(source: str) -> tuple[list[str], int] | None:
+    """The header line of a CSV source file still on hand, and the file's modification time (ns);
+    None: gone, or not CSV."""
+    if not source.lower().endswith((".csv", ".csv.gz")):
+        return None
+    info = storage.file_info(source)
+    if info is None:
         return None
     import gzip
 
@@ -96,7 +106,7 @@ def _header(source: str) -> list[str] | None:
         with storage.open_read(source) as raw:
             f = gzip.GzipFile(fileobj=raw) if source.lower().endswith(".gz") else raw
             line = f.readline(1 << 20).decode("utf-8", "replace").lstrip("\ufeff")
-        return [h.strip() for h in next(csv.reader([line]))]
+        return [h.strip() for h in next(csv.reader([line]))], info.mtime_ns
     except (OSError, EOFError, StopIteration, csv.Error):
         return None
 
@@ -139,15 +149,16 @@ def match(definition: TableDefinition, paths: TablePaths, predicate: Predicate |
         if PARTITION_COLUMN in cols:  # the day of the event time
             cols = (cols - {PARTITION_COLUMN}) | {definition.event_time}
         needed = sorted(cols)
-    headers: dict[str, list[str] | None] = {}
+    headers: dict[str, tuple[list[str], int] | None] = {}
     for rel, size in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()):
         fs, where = storage.filesystem(delta_log.file_uri(paths.rejects, rel))
-        t = pq.read_table(where, filesystem=fs, columns=["record", "source"])
+        t = pq.read_table(where, filesystem=fs, columns=["record", "source", "at"])
         parsed: list[tuple[int, dict[str, Any]]] = []
-        for i, (record, source) in enumerate(zip(t.column("record").to_pylist(), t.column("source").to_pylist())):
+        for i, (record, source, at) in enumerate(zip(t.column("record").to_pylist(), t.column("source").to_pylist(),
+                                                      t.column("at").to_pylist())):
             if record is None:
                 continue  # a file rejected whole: no row of the table in it
-            doc = parse_record(record, source, headers)
+            doc = parse_record(record, source, headers, at)
             values = None if doc is None else typed(definition, doc, needed)
             if values is None:
                 result.unmatched += 1
