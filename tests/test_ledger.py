@@ -154,10 +154,10 @@ def test_a_crash_before_the_ledger_write_is_repaired_and_old_days_get_a_baseline
     cutoff = int(ts("2026-11-19T12:00:00Z").timestamp())
     append = ledger_table.append
 
-    def killed(paths, rows, at):
+    def killed(paths, rows, at, erasure=0):
         if at == cutoff:
             raise RuntimeError("killed between the archive commit and the ledger write")
-        return append(paths, rows, at)
+        return append(paths, rows, at, erasure)
 
     monkeypatch.setattr(ledger_table, "append", killed)
     with pytest.raises(RuntimeError, match="killed"):

@@ -388,6 +388,61 @@ def test_figures_are_found_in_the_archive_commits_newest_back_to_the_ledgers_cut
     assert [(v, f.cutoff) for v, f in ledger_table.committed_figures(paths, 100, 300)] == [(4, 200), (5, 300)]
     assert [(v, f.cutoff) for v, f in ledger_table.committed_figures(paths, 100, 250)] == [(4, 200)]
     assert ledger_table.committed_figures(paths, 300, 300) == [] and ledger_table.committed_figures(paths, 1, None) == []
-    rows, reached = ledger_table.pending_rows(paths, 200, 300)
+    rows, reached, _ = ledger_table.pending_rows(paths, 200, 300)
     assert reached == 300 and [(r.cutoff, r.kind, r.archive_version, r.rows_out) for r in rows] == [(300, "recovered", 5, 3)]
-    assert ledger_table.pending_rows(paths, 300, 300) == ([], None)
+    assert ledger_table.pending_rows(paths, 300, 300) == ([], None, 0)
+
+
+def erasure_figures(cutoff: int, number: int, day, kept: list[int], deleted: list[int]) -> L.CommitFigures:
+    i = L.DayInput(kept=L.Figures.of_hashes(kept), deleted=L.Figures.of_hashes(deleted))
+    return L.CommitFigures(cutoff, cutoff, "e", ("a", "_lh_load"), ((day, i, i.inflow),), erasure=number)
+
+
+def test_an_erasures_figures_keep_the_books_rows_out_are_rows_in_less_the_deleted():
+    run = figures_of(100, DAY, [1, 2, 3]).rows(5)[0]
+    erased = erasure_figures(100, 7, DAY, [1, 3], [2]).rows(6)[0]
+    assert (erased.kind, erased.erasure, erased.cutoff, erased.rows_deleted) == ("erasure", 7, 100, 1)
+    assert erased.existing == run.out and erased.out.rows == run.out.rows - erased.deleted.rows
+    assert L.row_problems(erased) == [] and L.chain_problems([run, erased], 100) == []
+    assert L.believed([run, erased], 100)[DAY] == erased  # the later archive version
+    later = figures_of(200, DAY, [1, 3]).rows(9)[0]
+    later = L.LedgerRow(**{**later.record(), "rows_kept": 2, "checksum_kept": later.checksum_live, "rows_live": 0,
+                           "checksum_live": L.ZERO})
+    assert L.chain_problems([run, erased, later], 200) == []
+    # an erasure whose deleted rows are not what the previous write left breaks the chain
+    wrong = erasure_figures(100, 7, DAY, [1, 3], [4]).rows(6)[0]
+    assert "erasure 7 (cutoff 100) found 3 rows" in L.chain_problems([run, wrong], 100)[0]
+    # the commit's metadata carries the erasure and its deleted rows; a commit from before erasures parses
+    f = erasure_figures(100, 7, DAY, [1, 3], [2])
+    assert L.parse_commit_info(L.commit_info(f)) == f
+    old = json.loads(L.commit_info(figures_of(100, DAY, [1])))
+    body = old[L.COMMIT_INFO_KEY]
+    body["fields"] = body["fields"][:8]
+    body["days"] = {k: v[:8] for k, v in body["days"].items()}
+    parsed = L.parse_commit_info(json.dumps(old))
+    assert parsed is not None and parsed.erasure == 0 and parsed.days[0][1].deleted == L.Figures()
+    assert L.LedgerRow.from_record({**run.record(), "rows_deleted": None, "checksum_deleted": None,
+                                    "erasure": None}) == run  # a row of a ledger from before erasures
+
+
+def test_an_erasures_ledger_rows_are_written_once_at_the_committed_cutoff_and_found_in_the_commits(tmp_path):
+    from lakehouse.archive import ledger_table
+    from lakehouse.warehouse import TablePaths
+
+    paths = TablePaths(str(tmp_path), "t")
+    assert ledger_table.append(paths, figures_of(100, DAY, [1, 2]).rows(1), 100)
+    rows = erasure_figures(100, 3, DAY, [1], [2]).rows(2)
+    assert ledger_table.append(paths, rows, 100, erasure=3) and ledger_table.ledger_place(paths) == (100, 3)
+    assert not ledger_table.append(paths, rows, 100, erasure=3) and not ledger_table.append(paths, rows, 100, 2)
+    assert ledger_table.append(paths, [], 200) and ledger_table.ledger_place(paths) == (200, 3)
+    assert sorted((r.cutoff, r.erasure) for r in ledger_table.read_rows(paths)) == [(100, 0), (100, 3)]
+
+    fake_archive_commit(paths.archive, L.commit_info(figures_of(100, DAY, [1, 2])))  # version 0
+    fake_archive_commit(paths.archive, L.commit_info(erasure_figures(100, 3, DAY, [1], [2])))  # version 1
+    fake_archive_commit(paths.archive, L.commit_info(erasure_figures(100, 4, DAY, [], [1])))  # version 2
+    found = ledger_table.committed_figures(paths, 100, 100, after_erasure=3)
+    assert [(v, f.erasure) for v, f in found] == [(2, 4)]
+    pending, _, erasure = ledger_table.pending_rows(paths, 100, 100, 0)
+    assert erasure == 4 and [(r.archive_version, r.erasure, r.kind) for r in pending] == [(1, 3, "recovered"),
+                                                                                         (2, 4, "recovered")]
+    assert ledger_table.committed_figures(paths, 100, 100) == []  # no erasure asked for

@@ -122,7 +122,8 @@ def pass_conservation(definition: TableDefinition, paths: TablePaths, plan: Arch
         live = sides.get("live", Figures())
         if plan.new_sums:  # the plan's own figures: a live row lost or changed in the pass shows
             live = Figures(plan.new_rows.get(day, 0), fold(plan.new_sums.get(day, 0)))
-        inputs[day] = DayInput(live, sides.get("kept", Figures()), sides.get("replaced", Figures()))
+        inputs[day] = DayInput(live, sides.get("kept", Figures()), sides.get("replaced", Figures()),
+                               sides.get("deleted", Figures()))
         outputs[day] = sides.get("out", Figures())
     problems = conservation_problems(d.name, plan.days, inputs, outputs, plan.new_rows, plan.archive_rows)
     for day in plan.days if not problems else ():

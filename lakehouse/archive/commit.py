@@ -25,15 +25,19 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def write_run_sidecar(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan, run_id: str) -> None:
-    """Write ``vectors/_runs/<cutoff>.json``: the encoding the run wrote its days under."""
+def write_run_sidecar(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan, run_id: str,
+                      generation: int = 0) -> None:
+    """Write ``vectors/_runs/<cutoff>[.<generation>].json``: the encoding the run (or an
+    erasure's rewrite) wrote its days under."""
     doc = {
         "cutoff": plan.cutoff,
         "run_id": run_id,
         "encoding": current_encoding(definition).key(),
         "days": len(plan.days),
     }
-    storage.write_json(vectors.sidecar(paths.vectors, (plan.cutoff, 0)), doc)
+    if generation:
+        doc["erasure"] = generation
+    storage.write_json(vectors.sidecar(paths.vectors, (plan.cutoff, generation)), doc)
 
 
 def commit(

@@ -15,6 +15,11 @@ the live rows the run takes for that day::
     in       = L + kept                                             existing = kept + replaced
     out      = the staged rows read back just before the commit
 
+An erasure's rewrite of a day (``lakehouse delete``) takes no live row and splits E into the
+rows it keeps and the rows it deletes (``deleted``): in = kept, existing = kept + deleted, so
+rows out = rows in = existing - deleted. Its ledger row carries the erasure's number; the
+cutoff is the one committed (an erasure never moves it).
+
 The run commits only when ``in == out`` for every day (rows and checksum), L has the plan's
 count and E the archive's count (from the Delta log). The figures go into the archive commit's
 ``userMetadata`` (``commit_info``) and, right after the commit, into the table's ledger (one
@@ -44,13 +49,17 @@ SPEC = "xxhash64-v1"
 MOD = 1 << 64
 LEDGER_APP_ID = "lakehouse.ledger"
 """The ledger table's SetTransaction app id: its version is the last cutoff the ledger holds."""
+LEDGER_ERASURE_APP_ID = "lakehouse.ledger.erasure"
+"""Its version is the number of the last erasure whose rows the ledger holds."""
 COMMIT_INFO_KEY = "lakehouse.ledger"
 """The key of the figures in the archive commit's ``userMetadata`` (a JSON object)."""
 
-KINDS = ("run", "recovered", "baseline")
-"""How a ledger row came to be: written by the run that committed it; rebuilt from the archive
-commit's metadata after a crash between the commit and the ledger write; or taken from the data
-for days archived before the table had a ledger (nothing to vouch for their past)."""
+KINDS = ("run", "erasure", "recovered", "baseline")
+"""How a ledger row came to be: written by the run (or the erasure) that committed it; rebuilt
+from the archive commit's metadata after a crash between the commit and the ledger write; or
+taken from the data for days archived before the table had a ledger (nothing to vouch for their
+past)."""
+ZERO = "0" * 16
 
 
 # -- the checksum spec ----------------------------------------------------------------------------
@@ -152,11 +161,13 @@ class Figures:
 
 @dataclass(frozen=True)
 class DayInput:
-    """What a run takes for one day: live rows, and the day's archive rows kept or replaced."""
+    """What a run takes for one day: live rows, and the day's archive rows kept, replaced (by a
+    live row of the same key) or deleted (by an erasure)."""
 
     live: Figures = Figures()
     kept: Figures = Figures()
     replaced: Figures = Figures()
+    deleted: Figures = Figures()
 
     @property
     def inflow(self) -> Figures:
@@ -165,14 +176,15 @@ class DayInput:
 
     @property
     def existing(self) -> Figures:
-        """The day's archive rows before the run: kept plus replaced."""
-        return self.kept + self.replaced
+        """The day's archive rows before the run: kept, replaced and deleted."""
+        return self.kept + self.replaced + self.deleted
 
 
 def describe_input(i: DayInput) -> str:
     """What a day takes in, for a conservation message (rows by origin and the checksum)."""
-    return (f"in {i.inflow.rows} rows ({i.live.rows} live + {i.kept.rows} kept, {i.replaced.rows} replaced), "
-            f"checksum {hex64(i.inflow.checksum)}")
+    deleted = f", {i.deleted.rows} deleted" if i.deleted.rows else ""
+    return (f"in {i.inflow.rows} rows ({i.live.rows} live + {i.kept.rows} kept, {i.replaced.rows} replaced"
+            f"{deleted}), checksum {hex64(i.inflow.checksum)}")
 
 
 def conservation_problems(
@@ -202,8 +214,9 @@ def conservation_problems(
             out.append(f"archive {table}: day {d}: {i.live.rows} live rows taken, the plan counted "
                        f"{new_rows.get(d, 0)}")
         elif i.existing.rows != archive_rows.get(d, 0):
+            deleted = f" + {i.deleted.rows} deleted" if i.deleted.rows else ""
             out.append(f"archive {table}: day {d}: {i.existing.rows} archive rows read "
-                       f"({i.kept.rows} kept + {i.replaced.rows} replaced), the archive's log counts "
+                       f"({i.kept.rows} kept + {i.replaced.rows} replaced{deleted}), the archive's log counts "
                        f"{archive_rows.get(d, 0)}")
     return out
 
@@ -213,7 +226,8 @@ def conservation_problems(
 
 @dataclass(frozen=True)
 class LedgerRow:
-    """One day of one archiving run, as the ledger table holds it (checksums as 16 hex digits)."""
+    """One day of one archiving run or erasure, as the ledger table holds it (checksums as 16
+    hex digits)."""
 
     cutoff: int
     day: dt.date
@@ -233,6 +247,10 @@ class LedgerRow:
     spec: str = SPEC
     columns: str = ""
     recorded: dt.datetime | None = None
+    rows_deleted: int = 0
+    checksum_deleted: str = ZERO
+    erasure: int = 0
+    """The erasure that wrote the row (0: an archiving run); with ``cutoff``, the row's place."""
 
     @property
     def live(self) -> Figures:
@@ -260,9 +278,14 @@ class LedgerRow:
         return Figures(self.rows_out, unhex64(self.checksum_out))
 
     @property
+    def deleted(self) -> Figures:
+        """The day's archive rows an erasure deleted."""
+        return Figures(self.rows_deleted, unhex64(self.checksum_deleted))
+
+    @property
     def existing(self) -> Figures:
-        """The day's archive rows before the run (kept + replaced)."""
-        return self.kept + self.replaced
+        """The day's archive rows before the run (kept + replaced + deleted)."""
+        return self.kept + self.replaced + self.deleted
 
     def record(self) -> dict[str, Any]:
         """The row as a record of the ledger table (one value per field)."""
@@ -272,7 +295,8 @@ class LedgerRow:
     def from_record(cls, r: Mapping[str, Any]) -> "LedgerRow":
         """A row from a ledger table record (fields the row does not know are ignored)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in r.items() if k in names})
+        added: dict[str, Any] = {"rows_deleted": 0, "checksum_deleted": ZERO, "erasure": 0}  # null in older ledgers
+        return cls(**{k: (added[k] if v is None and k in added else v) for k, v in r.items() if k in names})
 
 
 LEDGER_FIELDS = tuple(f.name for f in fields(LedgerRow))
@@ -281,7 +305,7 @@ LEDGER_FIELDS = tuple(f.name for f in fields(LedgerRow))
 def ledger_row(
     cutoff: int, day: dt.date, i: DayInput, out: Figures, archive_version: int, *,
     previous_cutoff: int | None = None, kind: str = "run", run_id: str = "", columns: Sequence[str] = (),
-    recorded: dt.datetime | None = None,
+    recorded: dt.datetime | None = None, erasure: int = 0,
 ) -> LedgerRow:
     """The ledger row of one day of a run, from its input and output figures."""
     if kind not in KINDS:
@@ -292,6 +316,7 @@ def ledger_row(
         checksum_replaced=hex64(i.replaced.checksum), checksum_in=hex64(i.inflow.checksum),
         checksum_out=hex64(out.checksum), archive_version=int(archive_version), previous_cutoff=previous_cutoff,
         kind=kind, run_id=run_id, columns=columns_text(columns), recorded=recorded,
+        rows_deleted=i.deleted.rows, checksum_deleted=hex64(i.deleted.checksum), erasure=int(erasure),
     )
 
 
@@ -305,7 +330,10 @@ def baseline_row(cutoff: int, day: dt.date, out: Figures, archive_version: int, 
 # -- the figures in the archive commit's metadata --------------------------------------------------
 
 DAY_FIELDS = ("rows_live", "rows_kept", "rows_replaced", "rows_out",
-              "checksum_live", "checksum_kept", "checksum_replaced", "checksum_out")
+              "checksum_live", "checksum_kept", "checksum_replaced", "checksum_out",
+              "rows_deleted", "checksum_deleted")
+OPTIONAL_FIELDS = ("rows_deleted", "checksum_deleted")
+"""Day fields a commit made before erasures existed does not carry (read as none deleted)."""
 
 
 @dataclass(frozen=True)
@@ -318,11 +346,16 @@ class CommitFigures:
     columns: tuple[str, ...]
     days: tuple[tuple[dt.date, DayInput, Figures], ...]
     spec: str = SPEC
+    erasure: int = 0
+    """The erasure that made the commit (0: an archiving run)."""
 
-    def rows(self, archive_version: int, kind: str = "run", recorded: dt.datetime | None = None) -> list[LedgerRow]:
-        """One ledger row per day of the commit, at archive version ``archive_version``."""
+    def rows(self, archive_version: int, kind: str | None = None,
+             recorded: dt.datetime | None = None) -> list[LedgerRow]:
+        """One ledger row per day of the commit, at archive version ``archive_version`` (kind:
+        ``run`` or ``erasure`` by default)."""
+        kind = kind or ("erasure" if self.erasure else "run")
         return [ledger_row(self.cutoff, d, i, o, archive_version, previous_cutoff=self.previous_cutoff, kind=kind,
-                           run_id=self.run_id, columns=self.columns, recorded=recorded)
+                           run_id=self.run_id, columns=self.columns, recorded=recorded, erasure=self.erasure)
                 for d, i, o in self.days]
 
 
@@ -330,7 +363,8 @@ def commit_info(f: CommitFigures) -> str:
     """The archive commit's ``userMetadata``: one JSON object, the figures under COMMIT_INFO_KEY."""
     days = {
         d.isoformat(): [i.live.rows, i.kept.rows, i.replaced.rows, o.rows,
-                        hex64(i.live.checksum), hex64(i.kept.checksum), hex64(i.replaced.checksum), hex64(o.checksum)]
+                        hex64(i.live.checksum), hex64(i.kept.checksum), hex64(i.replaced.checksum), hex64(o.checksum),
+                        i.deleted.rows, hex64(i.deleted.checksum)]
         for d, i, o in f.days
     }
     body = {
@@ -341,6 +375,9 @@ def commit_info(f: CommitFigures) -> str:
         "rows_out": sum(o.rows for _, _, o in f.days),
         "fields": list(DAY_FIELDS), "days": days,
     }
+    if f.erasure:
+        body["erasure"] = f.erasure
+        body["rows_deleted"] = sum(i.deleted.rows for _, i, _ in f.days)
     return json.dumps({COMMIT_INFO_KEY: body}, separators=(",", ":"), sort_keys=True)
 
 
@@ -351,16 +388,20 @@ def parse_commit_info(text: Any) -> CommitFigures | None:
         return None
     try:
         body = json.loads(text)[COMMIT_INFO_KEY]
-        pos = {name: body["fields"].index(name) for name in DAY_FIELDS}
+        names = body["fields"]
+        pos = {name: names.index(name) for name in DAY_FIELDS if name in names or name not in OPTIONAL_FIELDS}
         days = []
         for day, v in sorted(body["days"].items()):
+            deleted = (Figures(int(v[pos["rows_deleted"]]), unhex64(v[pos["checksum_deleted"]]))
+                       if "rows_deleted" in pos and "checksum_deleted" in pos else Figures())
             i = DayInput(Figures(int(v[pos["rows_live"]]), unhex64(v[pos["checksum_live"]])),
                          Figures(int(v[pos["rows_kept"]]), unhex64(v[pos["checksum_kept"]])),
-                         Figures(int(v[pos["rows_replaced"]]), unhex64(v[pos["checksum_replaced"]])))
+                         Figures(int(v[pos["rows_replaced"]]), unhex64(v[pos["checksum_replaced"]])), deleted)
             days.append((dt.date.fromisoformat(day), i, Figures(int(v[pos["rows_out"]]), unhex64(v[pos["checksum_out"]]))))
         prev = body.get("previous_cutoff")
         return CommitFigures(int(body["cutoff"]), None if prev is None else int(prev), str(body.get("run_id", "")),
-                             tuple(str(c) for c in body["columns"]), tuple(days), str(body["spec"]))
+                             tuple(str(c) for c in body["columns"]), tuple(days), str(body["spec"]),
+                             int(body.get("erasure") or 0))
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
 
@@ -405,12 +446,12 @@ def row_problems(r: LedgerRow) -> list[str]:
 def chain_problems(rows: Iterable[LedgerRow], committed: int | None) -> list[str]:
     """Each believed row started from what the day's previous row left (same spec and columns;
     a baseline starts a chain afresh): a change between two runs did not go through the books."""
-    by_day: dict[dt.date, dict[int, LedgerRow]] = {}
-    for r in rows:  # one row per day and cutoff (two writers racing without the lease may both write it)
+    by_day: dict[dt.date, dict[tuple[int, int], LedgerRow]] = {}
+    for r in rows:  # one row per day, cutoff and erasure (two writers racing without the lease may both write it)
         if committed is not None and r.cutoff <= committed:
-            cur = by_day.setdefault(r.day, {}).get(r.cutoff)
+            cur = by_day.setdefault(r.day, {}).get((r.cutoff, r.erasure))
             if cur is None or _order(r) > _order(cur):
-                by_day[r.day][r.cutoff] = r
+                by_day[r.day][(r.cutoff, r.erasure)] = r
     out = []
     for day in sorted(by_day):
         chain = sorted(by_day[day].values(), key=_order)
@@ -419,11 +460,16 @@ def chain_problems(rows: Iterable[LedgerRow], committed: int | None) -> list[str
                 continue
             try:
                 if cur.existing != prev.out:
-                    out.append(f"day {day}: the run of cutoff {cur.cutoff} found {cur.existing.text()}, the run of "
-                               f"cutoff {prev.cutoff} left {prev.out.text()}")
+                    out.append(f"day {day}: the {_what(cur)} found {cur.existing.text()}, the {_what(prev)} "
+                               f"left {prev.out.text()}")
             except ValueError as e:
                 out.append(f"day {day} (cutoff {cur.cutoff}): {e}")
     return out
+
+
+def _what(r: LedgerRow) -> str:
+    """A ledger row's writer, for a message: ``run of cutoff C`` or ``erasure N (cutoff C)``."""
+    return f"erasure {r.erasure} (cutoff {r.cutoff})" if r.erasure else f"run of cutoff {r.cutoff}"
 
 
 def data_problems(table: str, rows: Mapping[dt.date, LedgerRow], data: Mapping[dt.date, Figures]) -> list[str]:

@@ -81,8 +81,9 @@ def write_task(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan
 
 
 def write_pass(spark: SparkSession, definition: TableDefinition, paths: TablePaths, plan: ArchivePlan,
-               task: WriteTask) -> list[dict[str, Any]]:
-    """Write the plan's days in one pass; the records of every file and day (``write.OUT_SCHEMA``)."""
+               task: WriteTask, rows: DataFrame | None = None) -> list[dict[str, Any]]:
+    """Write the plan's days in one pass (their rows with sides and hashes: ``sided``'s by
+    default); the records of every file and day (``write.OUT_SCHEMA``)."""
     from pyspark.sql import functions as F
 
     def work(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -94,7 +95,7 @@ def write_pass(spark: SparkSession, definition: TableDefinition, paths: TablePat
         else:
             yield from write_days(task, batches, 0, uuid.uuid4().int % 1_000_000)
 
-    df = (sided(spark, definition, paths, plan)
+    df = ((sided(spark, definition, paths, plan) if rows is None else rows)
           .repartition(day_partitions(spark, plan), F.col(PARTITION_COLUMN))
           .sortWithinPartitions(*row_order(definition)))
     return [r.asDict() for r in df.mapInArrow(work, OUT_DDL).collect()]
@@ -152,25 +153,31 @@ id and days, written before its first file. The folder goes at the run's end (``
 found later, it tells the next run's recovery which files a run that never committed left."""
 
 
-def mark(staging: str, plan: ArchivePlan, run_id: str) -> None:
-    """Record the run in its staging folder before it writes anything."""
+def mark(staging: str, plan: ArchivePlan, run_id: str, erasure: int = 0) -> None:
+    """Record the run (or the erasure ``erasure``'s rewrite) in its staging folder before it
+    writes anything."""
     from lakehouse import storage
 
-    storage.write_json(storage.join(staging, MARKER),
-                       {"cutoff": plan.cutoff, "run_id": run_id, "days": [day.isoformat() for day in plan.days]})
+    doc = {"cutoff": plan.cutoff, "run_id": run_id, "days": [day.isoformat() for day in plan.days]}
+    if erasure:
+        doc["erasure"] = erasure
+    storage.write_json(storage.join(staging, MARKER), doc)
 
 
-def left_by(staging: str, paths: TablePaths, committed: int | None) -> int:
+def left_by(staging: str, paths: TablePaths, committed: int | None, erasures: int = 0) -> int:
     """A staging folder found by recovery: the data files of its one-pass run when that run
-    certainly did not commit (its cutoff is above the archive's: cutoffs only grow), removed;
-    files removed."""
+    certainly did not commit (its cutoff is above the archive's: cutoffs only grow; an erasure's
+    number above the last the archive committed: numbers only grow), removed; files removed."""
     from lakehouse import storage
 
     try:
         doc = storage.read_json(storage.join(staging, MARKER))
     except FileNotFoundError:
         return 0
-    if committed is not None and int(doc["cutoff"]) <= committed:
+    if doc.get("erasure"):
+        if int(doc["erasure"]) <= erasures:
+            return 0  # committed: its files are the day's (or history, for VACUUM)
+    elif committed is not None and int(doc["cutoff"]) <= committed:
         # committed, or maybe committed and superseded since (a run that committed without its
         # clean-up, then a later run): its files are history; unreferenced ones go with VACUUM
         return 0

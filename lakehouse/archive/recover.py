@@ -25,20 +25,23 @@ log = logging.getLogger(__name__)
 
 
 def discard_uncommitted(paths: TablePaths, cutoff: int, staging: str | None = None,
-                        days: Sequence[dt.date] = (), run_id: str | None = None) -> None:
-    """After a failed run of ``cutoff``: when its commit did not happen (the archive's cutoff is
-    not the run's), remove what it wrote: the data files of a one-pass run (``run_id``, in the
-    folders of ``days``), its vector files and its sidecar; then its ``staging`` (last: it holds
-    the marker by which the next run's recovery finds the data files, should this fail midway).
-    When whether it committed cannot be told, nothing is removed: recovery and VACUUM do it."""
+                        days: Sequence[dt.date] = (), run_id: str | None = None, erasure: int = 0) -> None:
+    """After a failed run of ``cutoff`` (or an erasure's rewrite, ``erasure``: its number): when
+    its commit did not happen (the archive's cutoff is not the run's; its last erasure is below
+    this one), remove what it wrote: the data files of a one-pass run (``run_id``, in the folders
+    of ``days``), its vector files and its sidecar; then its ``staging`` (last: it holds the
+    marker by which the next run's recovery finds the data files, should this fail midway). When
+    whether it committed cannot be told, nothing is removed: recovery and VACUUM do it."""
     try:
-        committed = current_snapshot(paths.archive).cutoff
-        if committed is None or committed < cutoff:  # cutoffs only grow: this run's commit is not in
+        snap = current_snapshot(paths.archive)
+        if (snap.erasures < erasure if erasure  # numbers and cutoffs only grow: its commit is not in
+                else snap.cutoff is None or snap.cutoff < cutoff):
             if run_id is not None:
                 onepass.remove_written(paths, list(days), cutoff, run_id)
+            run = (cutoff, erasure)
             files, _ = vectors.list_files(paths.vectors)
-            vectors.delete([f.path for f in files if f.run == (cutoff, 0)], paths.vectors)
-            vectors.delete([vectors.sidecar(paths.vectors, (cutoff, 0))], paths.vectors)
+            vectors.delete([f.path for f in files if f.run == run], paths.vectors)
+            vectors.delete([vectors.sidecar(paths.vectors, run)], paths.vectors)
         if staging:
             remove_tree(staging)
     except Exception:  # noqa: BLE001 - the next run's recovery (and VACUUM) removes them
@@ -79,7 +82,7 @@ def cleaned(paths: TablePaths, committed: int | None = None) -> tuple[int, list[
     for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
         if info.type == pafs.FileType.Directory and info.base_name.startswith("archive-"):
             folder = join(paths.staging, info.base_name)  # this table's archive staging only
-            removed += onepass.left_by(folder, paths, committed)  # a one-pass run that did not commit
+            removed += onepass.left_by(folder, paths, committed, snap.erasures)  # a pass that did not commit
             storage.remove_tree(folder)
     return removed, left
 

@@ -12,8 +12,9 @@ the books and its row hash, and the task writes, day by day and in that order:
   ``kept``, ``replaced``) and out (the rows written).
 
 It yields one record per data file and one per (day, side) of figures, and the driver commits
-the files with one metadata-only Delta commit. Rows on the side ``replaced`` (archived rows a live
-row of the same key replaces) are counted and not written.
+the files with one metadata-only Delta commit. Rows on the sides ``replaced`` (archived rows a live
+row of the same key replaces) and ``deleted`` (archived rows an erasure deletes) are counted and
+not written.
 
 No Spark here: plain Arrow in, Arrow out (unit-tested by feeding batches)."""
 
@@ -35,10 +36,13 @@ from lakehouse.archive.stats import FileStats
 from lakehouse.definitions import PARTITION_COLUMN
 
 SIDE_COLUMN = "_lh_side"
-"""A row's side of the books: ``live`` (taken from live), ``kept`` or ``replaced`` (archived)."""
+"""A row's side of the books: ``live`` (taken from live), ``kept``, ``replaced`` or ``deleted``
+(archived; an erasure's rows are ``kept`` or ``deleted``)."""
 HASH_COLUMN = "_lh_hash"
 """A row's 64-bit hash over the recorded columns (``ledger.row_hash_sql``), computed by Spark."""
-SIDES = ("live", "kept", "replaced")
+SIDES = ("live", "kept", "replaced", "deleted")
+NOT_WRITTEN = ("replaced", "deleted")
+"""Sides counted in and not written: archived rows a live row replaces, rows an erasure deletes."""
 ROW_GROUP_ROWS = 131_072
 """Rows of a Parquet row group (Spark hands batches of 10,000 rows; a row group each would make
 files larger and scans slower)."""
@@ -232,11 +236,11 @@ class DayWriter:
         return out
 
     def _rows(self, d: _Day, rows: pa.RecordBatch) -> None:
-        """Count the rows in by side, write all but the replaced ones, count those out."""
+        """Count the rows in by side, write all but the replaced and deleted ones, count those out."""
         sides = rows.column(SIDE_COLUMN)
         for side in SIDES:
             _count(d, side, pc.filter(rows.column(HASH_COLUMN), pc.equal(sides, side)))
-        kept = pa.Table.from_batches([rows]).filter(pc.not_equal(sides, "replaced"))
+        kept = pa.Table.from_batches([rows]).filter(pc.invert(pc.is_in(sides, pa.array(NOT_WRITTEN))))
         t = self.task
         if t.fault is not None and t.fault_day == d.day and "damaged" not in d.figures and kept.num_rows:
             from lakehouse.faults import damage_rows

@@ -236,9 +236,9 @@ def ledger_check(spark: "SparkSession", source: TableSource, snap: Snapshot,
 
     d, paths = source.definition, source.paths
     name = "archive days match the ledger"
-    have = ledger_table.ledger_cutoff(paths)
+    have, have_erasure = ledger_table.ledger_place(paths)
     rows = ledger_table.read_rows(paths)
-    pending, reached = ledger_table.pending_rows(paths, have, snap.cutoff)
+    pending, reached, _ = ledger_table.pending_rows(paths, have, snap.cutoff, have_erasure)
     rows += pending
     if day_rows is None:
         day_rows = {day: sum(f.rows for f in fs) for day, fs in layout(paths.archive, snap.version).by_day().items()}

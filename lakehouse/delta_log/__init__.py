@@ -217,21 +217,24 @@ def scan(path: str, sql: str = "SELECT * FROM t", version: int | None = None) ->
     return pa.table(QueryBuilder().register("t", _reading(path, version)).execute(sql).read_all())
 
 
-def append_records(path: str, table: pa.Table, attempts: int = 10, txn: tuple[str, int] | None = None,
-                   merge_schema: bool = True) -> bool:
+def append_records(path: str, table: pa.Table, attempts: int = 10,
+                   txn: tuple[str, int] | list[tuple[str, int]] | None = None, merge_schema: bool = True) -> bool:
     """Append a few records to a small Delta table of the warehouse (the jobs history, quality
     results, migrations, the archive's ledger), creating it on first use; a commit that races
-    another writer's is tried again. With ``txn`` = (app id, version) the commit records that
-    SetTransaction, and nothing is written when the table already holds that version or a later
-    one. True when written."""
+    another writer's is tried again. With ``txn`` = (app id, version), or a list of them, the
+    commit records those SetTransactions, and nothing is written when the table already holds
+    each of those versions or a later one. True when written."""
     from deltalake import CommitProperties, Transaction, write_deltalake
     from deltalake.exceptions import CommitFailedError
 
-    props = None if txn is None else CommitProperties(app_transactions=[Transaction(app_id=txn[0], version=txn[1])])
+    txns = [] if txn is None else [txn] if isinstance(txn, tuple) else list(txn)
+    props = (CommitProperties(app_transactions=[Transaction(app_id=a, version=v) for a, v in txns])
+             if txns else None)
     for attempt in range(attempts):
-        if txn is not None:
-            have = txn_version(path, txn[0])
-            if have is not None and have >= txn[1]:
+        if txns:
+            found = snapshot(path, txns[0][0], more=tuple(a for a, _ in txns[1:]))
+            held = {} if found is None else {txns[0][0]: found.txn, **found.more}
+            if all((held.get(a) is not None and held[a] >= v) for a, v in txns):  # type: ignore[operator]
                 return False
         try:
             write_deltalake(path, table, mode="append", schema_mode="merge" if merge_schema else None,

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def matched(spark: SparkSession, paths: TablePaths, condition: str, version: int | None = None) -> dict[dt.date, int]:
-    """Rows of live (at ``version``, the latest by default) the Spark SQL ``condition`` matches,
-    per day."""
+def matched(spark: SparkSession, table: str, condition: str, version: int | None = None) -> dict[dt.date, int]:
+    """Rows of a part's Delta table (``paths.live`` or ``paths.archive``; at ``version``, the
+    latest by default) the Spark SQL ``condition`` matches, per day."""
     at = "" if version is None else f" VERSION AS OF {int(version)}"
-    rows = spark.sql(f"SELECT {spark_ident(PARTITION_COLUMN)} AS d, count(*) AS n FROM delta.{spark_ident(paths.live)}"
+    rows = spark.sql(f"SELECT {spark_ident(PARTITION_COLUMN)} AS d, count(*) AS n FROM delta.{spark_ident(table)}"
                      f"{at} WHERE {condition} GROUP BY 1").collect()
     return {r["d"]: int(r["n"]) for r in rows}
 
