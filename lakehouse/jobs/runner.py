@@ -259,9 +259,11 @@ class Runner:
         wh = self.lh.settings.warehouse
         if job == "archive":
             from lakehouse.archive.run import run_archive
+            from lakehouse.erasure.job import finish_pending
             from lakehouse.layout import layout
 
             paths = self.lh.paths(d.name)
+            finish_pending(self.lh.spark, wh, d, lease)  # a delete a crash interrupted, first
             f0, b0, _ = layout(paths.archive).totals()
             r = run_archive(self.lh.spark, wh, d, now=self.clock() if self.clock.injected else None, lease=lease,
                             allow_future=False)

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from lakehouse.archive.reader import DayVector, LookupResult, Lookups
     from lakehouse.archive.run import ArchiveResult
     from lakehouse.audit.verify import Check
+    from lakehouse.erasure.audit import Erasure
+    from lakehouse.erasure.job import DeletePlan, DeleteResult
     from lakehouse.ingest.load import LoadResult
     from lakehouse.ingest.pipeline import IngestReport
     from lakehouse.ingest.producer import Producer
@@ -172,8 +174,33 @@ class Lakehouse(Queries):
         Each step is said to ``report`` as it starts."""
         from lakehouse.archive.run import run_archive
 
-        return run_archive(self.spark, self.settings.warehouse, self.definition(table), now=now, dry_run=dry_run,
+        d = self.definition(table)
+        if not dry_run:  # a delete a crash interrupted is finished first
+            from lakehouse.erasure.job import finish_pending
+
+            finish_pending(self.spark, self.settings.warehouse, d, report=report)
+        return run_archive(self.spark, self.settings.warehouse, d, now=now, dry_run=dry_run,
                            allow_future=allow_future, report=report)
+
+    # -- erasure ----------------------------------------------------------------------------
+
+    def delete(self, table: str, where: str | None = None, keys: str | None = None, dry_run: bool = False,
+               report: Progress = quiet) -> DeleteResult | DeletePlan:
+        """Erase the rows ``where`` (a SQL predicate over the table's columns) or ``keys`` (a file
+        of primary keys) match from every part of the table: live, archive, staged rows, rejects;
+        with ``dry_run``, the rows per part and day it would erase."""
+        from lakehouse.erasure.job import run_delete
+
+        return run_delete(self.spark, self.settings.warehouse, self.definition(table), where=where, keys=keys,
+                          dry_run=dry_run, report=report)
+
+    def erasures(self, table: str | None = None) -> list[Erasure]:
+        """Every delete (of ``table``), oldest first, as the audit keeps it."""
+        from lakehouse.erasure.audit import history
+
+        if table is not None:
+            self.definition(table)
+        return history(self.settings.warehouse, table)
 
     # -- maintenance ----------------------------------------------------------------------
 

@@ -253,6 +253,18 @@ class Stream:
             return Registered(None if seg is None else seg.id, below, late_by_file,
                               keeps_staging=seg is not None and any(s.id == seg.id for s in state.segments))
 
+    def staged_rows(self) -> "pa.Table":
+        """The rows producers staged that are not yet released or rejected, the table's columns
+        (read without the lease: a delete's plan)."""
+        import pyarrow as pa
+
+        parts = [staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []), seg.late_below,
+                                  seg.released_upto, None, rows=staged.segment_rows(seg.data))
+                 .select(self.definition.column_names)
+                 for seg in self.store.read().segments if seg.staged > 0] if self.store.exists() else []
+        schema = pa.schema([(c.name, c.type.arrow()) for c in self.definition.columns])
+        return pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
+
     def erase(self, match: Callable[["pa.Table"], "pa.Array"], number: int) -> dict[str, int]:
         """Erase the staged rows ``match`` picks (given the rows not yet released, the table's
         columns; a boolean each), under the stream's lease: each segment holding one is written
