@@ -52,6 +52,12 @@ def row(i: int, day: int, hour: int, shop: int | None = None) -> dict[str, Any]:
 
 @pytest.fixture
 def sales(spark: Any, project: Project) -> tuple[Project, dict[str, dict[str, Any]], Any]:
+    """The sales table of ``build``, its model of rows and the producer holding the watermark."""
+    model, slow = build(project)
+    return project, model, slow
+
+
+def build(project: Project) -> tuple[dict[str, dict[str, Any]], Any]:
     """sales: days 16..18 and 19 before 12:00 archived (cutoff 2026-11-19T12:00), late rows of
     the 17th waiting in live below it, rows of the 19th and 20th in live, two rejects (one of
     shop 1), and rows a producer staged that wait for another's bound (22:00 on the 20th)."""
@@ -82,8 +88,8 @@ def sales(spark: Any, project: Project) -> tuple[Project, dict[str, dict[str, An
     staged = [{"id": f"p{i}", "shop": i % 4, "price": float(i), "at": f"2026-11-20T22:{10 + i:02d}:00Z"}
               for i in range(8)]
     fast.insert(staged)
-    assert t.stream()["staged"] == 8, (t.stream(), rejected(project), project.live("sales"))
-    return project, model, slow
+    assert t.stream()["staged"] == 8
+    return model, slow
 
 
 def rejected(project: Project) -> list[str]:

@@ -65,11 +65,11 @@ def test_rejects_are_erased_by_key_where_their_records_parse(rejected: Project) 
     # a2 (a CSV line with its file's header), a4 (JSON), a5 (a late row), b1 (CSV): matched;
     # a3's file is gone, the JSON row without id has no key: unmatched; the whole file has no record
     assert found.rows == 4 and found.unmatched == 2
-    assert erase(paths, found, 1) == 4
+    assert erase(paths, found, 1) == (4, 2)
     left = records(p)
     assert len(left) == 5 and not any(k in r for r in left for k in ('"a2', "a2,", '"a4"', '"a5"', "b1,"))
     assert b"b1,x" not in current_bytes(p) and b"a5" not in current_bytes(p)
-    assert erase(paths, found, 1) == 0  # the same erasure again: its commit is there
+    assert erase(paths, found, 1) == (4, 2)  # the same erasure again: nothing done, its commit's figures
     assert records(p) == left
 
 

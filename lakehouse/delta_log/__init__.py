@@ -29,6 +29,7 @@ from lakehouse.delta_log.commit_files import (  # noqa: F401 - the package's nam
     added_files,
     commits,
     file_uri,
+    txn_commit_info,
     txn_commits,
 )
 from lakehouse.errors import first_line
@@ -385,12 +386,13 @@ def remove_files(path: str, read_version: int, files: list[tuple[str, int, dict[
 
 
 def rewrite_files(path: str, read_version: int, removed: list[tuple[str, int, dict[str, str | None] | None]],
-                  added: list[NewFile], txn: tuple[str, int] | None = None) -> int:
+                  added: list[NewFile], txn: tuple[str, int] | None = None, user_metadata: str | None = None) -> int:
     """One metadata-only commit, right after ``read_version``, removing ``removed`` ((path as the
     log names it, size, partition values) each) and adding ``added`` (already in the table's
-    folder), with ``txn`` = (app id, version) as a SetTransaction. No other version is tried
-    (``StaleVersion``: another writer committed first). The version."""
-    return _commit_actions(path, read_version, removed, added, txn, None)
+    folder), with ``txn`` = (app id, version) as a SetTransaction and ``user_metadata`` as its
+    ``userMetadata``. No other version is tried (``StaleVersion``: another writer committed
+    first). The version."""
+    return _commit_actions(path, read_version, removed, added, txn, user_metadata)
 
 
 class StaleVersion(Exception):

@@ -100,6 +100,28 @@ def txn_commits(path: str, app_id: str, found: list[Commit] | None = None) -> li
     return out
 
 
+def txn_commit_info(path: str, app_id: str, version: int) -> dict[str, Any] | None:
+    """The ``commitInfo`` of the commit that recorded ``app_id``'s SetTransaction at ``version``
+    (its ``operationMetrics``, ``userMetadata``), searched newest first; None when no commit file
+    holds it (never committed, or cleaned up after a checkpoint)."""
+    fs, root = filesystem(join(path, "_delta_log"))
+    for c in reversed(commits(path)):
+        text = _commit_text(fs, root, c.version)
+        if text is None:
+            continue
+        info: dict[str, Any] = {}
+        hit = False
+        for line in text.splitlines():
+            if '"txn"' in line:
+                txn = json.loads(line).get("txn") or {}
+                hit = hit or (txn.get("appId") == app_id and int(txn.get("version", -1)) == int(version))
+            elif '"commitInfo"' in line:
+                info = json.loads(line).get("commitInfo") or {}
+        if hit:
+            return {**info, "version": c.version}
+    return None
+
+
 @dataclass(frozen=True)
 class AddedFile:
     """A data file one commit added (its full path or URI, partition values and size)."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse import crashpoints, delta_log
 from lakehouse.archive import checks, commit, ledger_table, onepass, recover
-from lakehouse.archive.ledger import CommitFigures, commit_info, stored_columns
+from lakehouse.archive.ledger import CommitFigures, commit_info, parse_commit_info, stored_columns
 from lakehouse.archive.order import archive_columns
 from lakehouse.archive.plan import ArchivePlan
 from lakehouse.archive.stage import read_at
@@ -112,8 +112,14 @@ def erase(spark: SparkSession, definition: TableDefinition, paths: TablePaths, c
     holding one rewritten without them, one commit. Run under the table's lease."""
     d = definition
     snap = current_snapshot(paths.archive)
-    if snap.erasures >= number:
-        return ArchiveErasure(already=True)
+    if snap.erasures >= number:  # done before: what its commit says it deleted
+        done = ArchiveErasure(already=True)
+        info = delta_log.txn_commit_info(paths.archive, ERASURE_APP_ID, number)
+        figures = parse_commit_info((info or {}).get("userMetadata"))
+        if figures is not None and figures.erasure == number:
+            done.days = {day: i.deleted.rows for day, i, _ in figures.days}
+            done.version, done.figures = int((info or {})["version"]), figures
+        return done
     p, days = plan(spark, d, paths, condition, snap)
     if p is None:
         return ArchiveErasure()

@@ -29,13 +29,14 @@ def matched(spark: SparkSession, table: str, condition: str, version: int | None
 
 def erase(spark: SparkSession, paths: TablePaths, condition: str, number: int) -> int:
     """Delete from live the rows ``condition`` matches, with the SetTransaction (``lakehouse.
-    erasure``, ``number``); rows deleted (0: none matched, or live held the erasure already).
-    (Delta records no SetTransaction for a DELETE that matched nothing: the caller's plan, not
-    live, says which erasures ran.)"""
+    erasure``, ``number``); rows deleted (0: none matched; when live held the erasure already,
+    the rows its commit deleted, as Delta's metrics say). (Delta records no SetTransaction for a
+    DELETE that matched nothing: the caller's plan, not live, says which erasures ran.)"""
     from lakehouse import delta_log
 
     if (delta_log.txn_version(paths.live, ERASURE_APP_ID) or 0) >= number:
-        return 0
+        info = delta_log.txn_commit_info(paths.live, ERASURE_APP_ID, number) or {}
+        return int((info.get("operationMetrics") or {}).get("numDeletedRows") or 0)
 
     def delete() -> int:
         with idempotent(spark, (ERASURE_APP_ID, int(number))):

@@ -184,26 +184,38 @@ def erase_matching(definition: TableDefinition, paths: TablePaths, number: int, 
     for attempt in range(attempts):
         found = match(definition, paths, predicate, keys)
         try:
-            return erase(paths, found, number), found.unmatched
+            return erase(paths, found, number)
         except delta_log.StaleVersion:
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
 
 
-def erase(paths: TablePaths, found: RejectsMatch, number: int) -> int:
+METADATA_KEY = "lakehouse.erasure"
+"""The key of an erasure's figures in its rejects commit's ``userMetadata``: number, rows, unmatched."""
+
+
+def erase(paths: TablePaths, found: RejectsMatch, number: int) -> tuple[int, int]:
     """Commit the rejects without the rows ``found`` holds (one commit, SetTransaction
-    (``lakehouse.erasure``, ``number``); nothing when the table holds that version already or
-    nothing matched): rows erased."""
+    (``lakehouse.erasure``, ``number``), its figures in ``userMetadata``; nothing when nothing
+    matched): (rows erased, records unmatched). When the table holds the erasure already,
+    nothing is done and its commit's figures are returned."""
+    import json
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from lakehouse.archive.stats import FileStats
 
-    if not found.files or found.version is None:
-        return 0
     if (delta_log.txn_version(paths.rejects, ERASURE_APP_ID) or 0) >= number:
-        return 0
+        info = delta_log.txn_commit_info(paths.rejects, ERASURE_APP_ID, number) or {}
+        try:
+            doc = json.loads(info.get("userMetadata") or "{}").get(METADATA_KEY) or {}
+            return int(doc.get("rows") or 0), int(doc.get("unmatched") or 0)
+        except (ValueError, AttributeError, TypeError):
+            return 0, 0
+    if not found.files or found.version is None:
+        return 0, found.unmatched
     removed: list[tuple[str, int, dict[str, str | None] | None]] = []
     added: list[delta_log.NewFile] = []
     for rel, (size, rows) in sorted(found.files.items()):
@@ -220,5 +232,7 @@ def erase(paths: TablePaths, found: RejectsMatch, number: int) -> int:
             stats = FileStats({f.name: f.type for f in keep.schema})
             stats.add(keep)
             added.append(delta_log.NewFile(name, storage.size(target), {}, stats.json(), int(time.time() * 1000)))
-    delta_log.rewrite_files(paths.rejects, found.version, removed, added, txn=(ERASURE_APP_ID, int(number)))
-    return found.rows
+    figures = {"number": int(number), "rows": found.rows, "unmatched": found.unmatched}
+    delta_log.rewrite_files(paths.rejects, found.version, removed, added, txn=(ERASURE_APP_ID, int(number)),
+                            user_metadata=json.dumps({METADATA_KEY: figures}, separators=(",", ":")))
+    return found.rows, found.unmatched

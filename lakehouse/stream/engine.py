@@ -272,12 +272,18 @@ class Stream:
         count set from them, and the switch is one save of the state; the folder it read goes
         after (an earlier erasure's, or a crash's, leftovers too). Rows already released are in
         live, rows rejected in rejects (both committed before this runs): not staging's to keep.
-        Segment id -> rows erased."""
+        Segment id -> rows erased (a segment this erasure rewrote before says what it erased
+        then, kept in the segment as long as the segment is: an erasure finished after a crash
+        counts them once)."""
         import pyarrow.compute as pc
 
         with self._changing(f"erase {number}") as (state, lease):
             erased: dict[str, int] = {}
             for seg in state.segments:
+                before = (seg.data.get("erased") or {}).get(str(int(number)))
+                if before is not None:
+                    erased[seg.id] = int(before)
+                    continue
                 if seg.staged <= 0:
                     continue
                 rows = staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []),
@@ -296,6 +302,7 @@ class Stream:
                 staged.write_rows(self.definition, keep, folder)
                 times = np.sort(staged.read_times(self.definition, seg.data["path"], [], folder)["t"])
                 seg.data["rows"] = folder
+                seg.data["erased"] = {**(seg.data.get("erased") or {}), str(int(number)): n}
                 seg.rows = seg.released + len(times)
                 seg.next_time = int(times[0]) if len(times) else None
                 self._times[seg.id], self._times_from[seg.id] = times, folder
