@@ -85,12 +85,17 @@ def test_erased_staged_rows_are_never_released_and_the_rest_is(held: tuple[Proje
     assert project.lh.table("clicks").stream()["staged"] == 0
 
 
-def test_an_erasure_matching_nothing_changes_nothing(held: tuple[Project, Any, Any]) -> None:
+def test_an_erasure_matching_nothing_changes_no_row_and_is_recorded_once(held: tuple[Project, Any, Any]) -> None:
     project, slow, fast = held
     state = StreamStore(project.lh.paths("clicks")).read().to_json()
     assert erase_users(project, {99}) == {}
-    assert StreamStore(project.lh.paths("clicks")).read().to_json() == state
+    after = StreamStore(project.lh.paths("clicks")).read().to_json()
+    assert after.pop("erasures") == {"1": {}}
+    assert {**state, "erasures": None, "unlogged": None} == {**after, "erasures": None, "unlogged": None}
     assert staged_folders(project) == ["rows"]
+    assert erase_users(project, {3}, number=1) == {}  # erasure 1 ran: run again, it does nothing
+    erased = erase_users(project, {3}, number=2)
+    assert sum(erased.values()) == 2 and erase_users(project, {3, 4}, number=2) == erased  # what it did then
 
 
 ERASE = """

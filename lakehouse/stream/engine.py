@@ -272,18 +272,16 @@ class Stream:
         count set from them, and the switch is one save of the state; the folder it read goes
         after (an earlier erasure's, or a crash's, leftovers too). Rows already released are in
         live, rows rejected in rejects (both committed before this runs): not staging's to keep.
-        Segment id -> rows erased (a segment this erasure rewrote before says what it erased
-        then, kept in the segment as long as the segment is: an erasure finished after a crash
-        counts them once)."""
+        Segment id -> rows erased (recorded in the state with the switch: run again, the same
+        erasure does nothing and says what it erased then)."""
         import pyarrow.compute as pc
 
         with self._changing(f"erase {number}") as (state, lease):
+            before = state.erasures.get(str(int(number)))
+            if before is not None:
+                return dict(before)
             erased: dict[str, int] = {}
             for seg in state.segments:
-                before = (seg.data.get("erased") or {}).get(str(int(number)))
-                if before is not None:
-                    erased[seg.id] = int(before)
-                    continue
                 if seg.staged <= 0:
                     continue
                 rows = staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []),
@@ -302,15 +300,14 @@ class Stream:
                 staged.write_rows(self.definition, keep, folder)
                 times = np.sort(staged.read_times(self.definition, seg.data["path"], [], folder)["t"])
                 seg.data["rows"] = folder
-                seg.data["erased"] = {**(seg.data.get("erased") or {}), str(int(number)): n}
                 seg.rows = seg.released + len(times)
                 seg.next_time = int(times[0]) if len(times) else None
                 self._times[seg.id], self._times_from[seg.id] = times, folder
                 erased[seg.id] = n
-            if erased:
-                crashpoints.reached("stream_before_erase_save")
-                self.store.save(state)
-                crashpoints.reached("stream_after_erase_save")
+            state.erased(number, erased)
+            crashpoints.reached("stream_before_erase_save")
+            self.store.save(state)
+            crashpoints.reached("stream_after_erase_save")
             lease.check()  # (a process whose lease ran out removes nothing another may read)
             self._drop_old_rows(state)
             return erased

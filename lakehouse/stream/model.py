@@ -79,6 +79,10 @@ class StreamState:
     """Events saved with the state but maybe not yet appended to the log."""
     rejects_due: list[DueRejects] = field(default_factory=list)
     """Registered inserts whose rejects are not committed yet (oldest first)."""
+    erasures: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The latest erasures that ran on the staged rows (number -> segment id -> rows erased),
+    saved with the rows' switch: an erasure finished after a crash is not run twice and counts
+    its rows once (the last ``ERASURES_KEPT``)."""
 
     def record(self, events: list[Event]) -> None:
         """Number events and keep them with the state (saved with it, then appended to the log)."""
@@ -358,6 +362,7 @@ class StreamState:
             "event_seq": self.event_seq,
             "unlogged": self.unlogged,
             "rejects_due": [r.to_json() for r in self.rejects_due],
+            "erasures": self.erasures,
         }
 
     @classmethod
@@ -375,7 +380,18 @@ class StreamState:
             event_seq=int(d.get("event_seq", 0)),
             unlogged=list(d.get("unlogged", [])),
             rejects_due=[DueRejects.from_json(r) for r in d.get("rejects_due", [])],
+            erasures={str(k): {str(s): int(n) for s, n in v.items()} for k, v in (d.get("erasures") or {}).items()},
         )
+
+    def erased(self, number: int, segments: dict[str, int]) -> None:
+        """Record what erasure ``number`` erased from the staged rows (the latest kept)."""
+        self.erasures[str(int(number))] = dict(segments)
+        for old in sorted(self.erasures, key=int)[:-ERASURES_KEPT]:
+            del self.erasures[old]
+
+
+ERASURES_KEPT = 100
+"""Erasures the stream's state remembers (a delete is finished long before 100 more run)."""
 
 
 KEY_PREFIX = "key:"
