@@ -184,3 +184,36 @@ def test_a_delete_by_keys_and_requests_refused_in_one_line(sales: Any, tmp_path:
             lh.delete("sales", where=where, keys=keys_file)
         assert "\n" not in str(err.value)
     assert len(lh.erasures("sales")) == 2
+
+
+def test_the_command_line(sales: Any, tmp_path: Any) -> None:
+    from tests.conftest import cli_in_process
+
+    project, model, slow = sales
+    plan = cli_in_process(project, "delete", "sales", "--where", "shop = 2", "--dry-run", "--format", "json")
+    assert plan.returncode == 0, plan.stderr
+    doc = json.loads(plan.stdout)
+    assert doc["number"] == 1 and doc["rows"] == sum(1 for r in model.values() if r["shop"] == 2) + 2 + 1
+    text = cli_in_process(project, "delete", "sales", "--where", "shop = 2", "--dry-run")
+    assert "would erase" in text.stdout and "archive:" in text.stdout and "rejects: 1 row(s)" in text.stdout
+    assert project.lh.erasures("sales") == []  # a dry run changes nothing
+    run = cli_in_process(project, "delete", "sales", "--where", "shop = 2")
+    assert run.returncode == 0 and f"erasure 1 (--where 'shop = 2'): {doc['rows']} row(s) erased" in run.stdout, run
+    keys = tmp_path / "keys.txt"
+    keys.write_text("s0\ns100\n")
+    run = cli_in_process(project, "delete", "sales", "--keys", str(keys), "--format", "json")
+    assert run.returncode == 0 and json.loads(run.stdout)["rows"] == 2, run
+    hist = cli_in_process(project, "delete", "--history", "--format", "json")
+    assert [(e["number"], e["predicate"], e["keys"]) for e in json.loads(hist.stdout)] == [(1, "shop = 2", None),
+                                                                                         (2, None, 2)]
+    hist = cli_in_process(project, "delete", "sales", "--history")
+    assert "--where shop = 2" in hist.stdout and "--keys 2 key(s)" in hist.stdout
+    csv = cli_in_process(project, "delete", "--history", "--format", "csv")
+    assert csv.stdout.splitlines()[0].startswith("table_name,number,at,predicate")
+    for args, message in ((("sales", "--where", "nope = 1"), "nope"),
+                          (("sales",), "one of them"),
+                          ((), "give TABLE"),
+                          (("sales", "--history", "--where", "shop = 1"), "takes no --where"),
+                          (("nosuch", "--where", "shop = 1"), "nosuch")):
+        bad = cli_in_process(project, "delete", *args)
+        assert bad.returncode == 1 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad
