@@ -37,7 +37,7 @@ from lakehouse.lease import Lease
 from lakehouse.live import SEQ_COLUMN, commit_live, commit_live_rows, small
 from lakehouse.spark.commit import SESSION_CONF, with_retries
 from lakehouse.staging import FILE_COLUMN, GOOD, KIND_COLUMN, LINE_COLUMN
-from lakehouse.storage import join, remove_tree
+from lakehouse.storage import remove_tree
 from lakehouse.stream import ledger, staged
 from lakehouse.stream.entries import DueRejects, Event, Release, Segment
 from lakehouse.stream.ledger import APP_ID
@@ -256,72 +256,22 @@ class Stream:
     def staged_rows(self) -> "pa.Table":
         """The rows producers staged that are not yet released or rejected, the table's columns
         (read without the lease: a delete's plan)."""
-        import pyarrow as pa
+        from lakehouse.stream.erase import staged_rows
 
-        parts = [staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []), seg.late_below,
-                                  seg.released_upto, None, rows=staged.segment_rows(seg.data))
-                 .select(self.definition.column_names)
-                 for seg in self.store.read().segments if seg.staged > 0] if self.store.exists() else []
-        schema = pa.schema([(c.name, c.type.arrow()) for c in self.definition.columns])
-        return pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
+        return staged_rows(self)
 
     def erase(self, match: Callable[["pa.Table"], "pa.Array"], number: int) -> dict[str, int]:
-        """Erase the staged rows ``match`` picks (given the rows not yet released, the table's
-        columns; a boolean each), under the stream's lease: each segment holding one is written
-        anew into ``<staging>/rows-e<number>`` with its rows still to release less those, its
-        count set from them, and the switch is one save of the state; the folder it read goes
-        after (an earlier erasure's, or a crash's, leftovers too). Rows already released are in
-        live, rows rejected in rejects (both committed before this runs): not staging's to keep.
-        Segment id -> rows erased (recorded in the state with the switch: run again, the same
-        erasure does nothing and says what it erased then)."""
-        import pyarrow.compute as pc
+        """Erase the staged rows ``match`` picks, as erasure ``number`` (``stream.erase``);
+        segment id -> rows erased."""
+        from lakehouse.stream.erase import erase
 
-        with self._changing(f"erase {number}") as (state, lease):
-            before = state.erasures.get(str(int(number)))
-            if before is not None:
-                return dict(before)
-            erased: dict[str, int] = {}
-            for seg in state.segments:
-                if seg.staged <= 0:
-                    continue
-                rows = staged.read_rows(self.definition, seg.data["path"], seg.data.get("failed", []),
-                                        seg.late_below, seg.released_upto, None, rows=staged.segment_rows(seg.data))
-                hit = match(rows.select(self.definition.column_names))
-                n = int(pc.sum(hit).as_py() or 0)
-                if not n:
-                    continue
-                keep = rows.filter(pc.invert(hit))
-                folder = join(seg.data["path"], f"rows-e{int(number)}")
-                if folder.rstrip("/") == staged.segment_rows(seg.data).rstrip("/"):
-                    raise LakehouseError(f"{self.definition.name}: erasure {number} ran on this stream before; "
-                                         "an erasure takes a number of its own")
-                lease.check()
-                remove_tree(folder)
-                staged.write_rows(self.definition, keep, folder)
-                times = np.sort(staged.read_times(self.definition, seg.data["path"], [], folder)["t"])
-                seg.data["rows"] = folder
-                seg.rows = seg.released + len(times)
-                seg.next_time = int(times[0]) if len(times) else None
-                self._times[seg.id], self._times_from[seg.id] = times, folder
-                erased[seg.id] = n
-            state.erased(number, erased)
-            crashpoints.reached("stream_before_erase_save")
-            self.store.save(state)
-            crashpoints.reached("stream_after_erase_save")
-            lease.check()  # (a process whose lease ran out removes nothing another may read)
-            self._drop_old_rows(state)
-            return erased
+        return erase(self, match, number)
 
-    def _drop_old_rows(self, state: StreamState) -> None:
-        """Remove the rows folders of segments' stagings that no segment reads any more."""
-        from lakehouse import storage
+    def purge(self, match: Callable[["pa.Table"], "pa.Array"], number: int) -> int:
+        """Purge erasure ``number`` from the staging (``stream.erase``); rows folders rewritten."""
+        from lakehouse.stream.erase import purge
 
-        for seg in state.segments:
-            current = staged.segment_rows(seg.data).rstrip("/")
-            for name in storage.list_names(seg.data["path"]):
-                folder = join(seg.data["path"], name)
-                if (name == "rows" or name.startswith("rows-e")) and folder.rstrip("/") != current:
-                    remove_tree(folder)
+        return purge(self, match, number)
 
     def recover(self) -> bool:
         """Finish what a crashed operation left (a planned release, a registered insert's rejects),
