@@ -20,6 +20,9 @@ CUTOFF_APP_ID = "lakehouse.cutoff"
 ERASURE_APP_ID = "lakehouse.erasure"
 """The SetTransaction app id of an erasure's commits (version: the erasure's number): in the
 archive, the generation of the vector files of the days it rewrote."""
+PURGE_APP_ID = "lakehouse.purge"
+"""The SetTransaction of a purge's marker commit, where a table's history now starts (version:
+the number of the erasure purged)."""
 
 
 @dataclass(frozen=True)

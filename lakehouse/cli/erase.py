@@ -34,18 +34,21 @@ def _days(m: dict[str, int]) -> str:
 @click.option("--keys", "keys", default=None, metavar="FILE",
               help="Primary keys to erase: one per line, a CSV with the key's columns as header, or Parquet.")
 @click.option("--dry-run", is_flag=True, help="Print the rows and days each part would lose; change nothing.")
+@click.option("--purge", is_flag=True,
+              help="Then remove every file still holding a deleted row, and the table's history before it (time "
+                   "travel to an earlier moment is refused); alone: purge the deletes not purged yet.")
 @click.option("--history", is_flag=True, help="Show the deletes the audit keeps (of TABLE, or of every table).")
 @format_option()
 @click.pass_obj
 @handle_errors
-def delete(obj: Ctx, table: str | None, where: str | None, keys: str | None, dry_run: bool, history: bool,
-           fmt: str | None) -> None:
+def delete(obj: Ctx, table: str | None, where: str | None, keys: str | None, dry_run: bool, purge: bool,
+           history: bool, fmt: str | None) -> None:
     """Erase rows from every place the table holds them: live (every day), archive days (each
     touched day rewritten, re-sorted and re-encoded, the cutoff unchanged), producers' staged
     rows and rejects. The books keep: verify and check pass after it."""
     if history:
-        if where is not None or keys is not None or dry_run:
-            fail("delete --history takes no --where, --keys or --dry-run")
+        if where is not None or keys is not None or dry_run or purge:
+            fail("delete --history takes no --where, --keys, --dry-run or --purge")
         found = [e.as_dict() for e in obj.lakehouse.erasures(table)]
 
         def history_text() -> None:
@@ -61,8 +64,18 @@ def delete(obj: Ctx, table: str | None, where: str | None, keys: str | None, dry
     if table is None:
         fail("delete: give TABLE (or --history)")
     with steps(obj.fmt(fmt)) as report:
-        result = obj.lakehouse.delete(table, where=where, keys=keys, dry_run=dry_run, report=report)
+        result = obj.lakehouse.delete(table, where=where, keys=keys, dry_run=dry_run, purge=purge, report=report)
     doc = result.as_dict()
+
+    def purge_text(p: dict[str, Any]) -> None:
+        parts = ", ".join(f"{part} {v['data_files']} file(s) and {v['log_files']} log file(s) (history from "
+                          f"version {v['first_version']})" for part, v in p["parts"].items())
+        click.echo(f"  purged up to erasure {p['number']}: {parts or 'no Delta table'}; {p['staged_folders']} staged "
+                   f"rows folder(s) rewritten, {p['staging_folders']} staging folder(s) and {p['inbox_files']} inbox "
+                   f"file(s) removed; {p['quality_samples']} quality sample(s) emptied, {p['quality_files']} "
+                   "validation file(s) removed")
+        if p["busy_sources"]:
+            click.echo(f"  busy, not purged: the staging of {', '.join(p['busy_sources'])}; run the purge again")
 
     def plan_text() -> None:
         click.echo(f"{table}: erasure {doc['number']} ({doc['request']}) would erase {doc['rows']} row(s)")
@@ -83,5 +96,11 @@ def delete(obj: Ctx, table: str | None, where: str | None, keys: str | None, dry
                       if doc["rejects_unmatched"] else ""))
         click.echo(f"  archive: {a.get('rows', 0)} row(s) from {len(a.get('days', {}))} day(s) "
                    f"({a.get('files_written', 0)} files, {a.get('bytes_written', 0):,} bytes written)")
+        if doc.get("purged"):
+            purge_text(doc["purged"])
 
-    emit(obj.fmt(fmt), doc, plan_text if dry_run else run_text)
+    def purge_only_text() -> None:
+        click.echo(f"{table}: purged")
+        purge_text(doc)
+
+    emit(obj.fmt(fmt), doc, plan_text if dry_run else run_text if "request" in doc else purge_only_text)

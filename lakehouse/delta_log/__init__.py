@@ -18,6 +18,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from lakehouse.delta_log.commit_files import (  # noqa: F401 - the package's nam
     txn_commit_info,
     txn_commits,
 )
+from lakehouse.delta_log.cut import Cut, cut, drop_unreferenced, first_readable  # noqa: F401 - the package's names
 from lakehouse.errors import first_line
 from lakehouse.objectstore import is_s3
 from lakehouse.sql import literal, spark_ident
@@ -244,6 +246,30 @@ def append_records(path: str, table: pa.Table, attempts: int = 10,
         except CommitFailedError:  # raced another process's append: try again
             if attempt == attempts - 1:
                 raise
+            time.sleep(0.05 * (attempt + 1))
+    return False
+
+
+def rewrite_records(path: str, change: Callable[[pa.Table], pa.Table | None], attempts: int = 10) -> bool:
+    """Rewrite a small Delta table of the warehouse whole: ``change`` gets its rows and returns
+    the new ones (None: leave it); an overwrite that races another writer's commit reads again.
+    True when written."""
+    from deltalake import write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    for attempt in range(attempts):
+        table = open_table(path)
+        read = table.version()
+        new = change(table.to_pyarrow_table())
+        if new is None:
+            return False
+        try:
+            write_deltalake(table, new, mode="overwrite", storage_options=storage_options(path))
+            return True
+        except CommitFailedError:
+            if attempt == attempts - 1:
+                raise
+            log.info("%s: version %d was followed by another commit; reading again", path, read)
             time.sleep(0.05 * (attempt + 1))
     return False
 

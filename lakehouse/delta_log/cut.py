@@ -7,7 +7,7 @@ from before the delete goes too. ``cut`` commits a marker (nothing but a SetTran
 the checkpoint of that version, then removes every commit file, checksum file and checkpoint of
 an earlier version: the table is read from the marker on, exactly as before (the checkpoint holds
 the whole snapshot), and no version before it can be read any more (``query --as-of`` says why).
-Then ``vacuum`` with no retention removes the data files no version from the marker on reads.
+Then ``drop_unreferenced`` removes the data files no version from the marker on reads.
 """
 
 from __future__ import annotations
@@ -55,6 +55,34 @@ def drop_before(path: str, first: int) -> int:
             fs.delete_file(info.path)
             removed += 1
     return removed
+
+
+def drop_unreferenced(path: str, before_ms: int) -> tuple[int, int]:
+    """Remove the data files of a Delta table (and their hidden checksum files) that its latest
+    version does not reference and that were written before ``before_ms`` (a writer's file not
+    committed yet is newer); (files, bytes) removed. After ``cut``, no readable version
+    references them."""
+    import pyarrow.fs as pafs
+
+    from lakehouse.delta_log import add_actions
+    from lakehouse.delta_log.commit_files import file_uri
+
+    fs, root = filesystem(path)
+    live = {filesystem(file_uri(path, p))[1] for p in add_actions(path).column("path").to_pylist()}
+    files = bytes_ = 0
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
+        rel = info.path[len(root):].lstrip("/")
+        if (info.type != pafs.FileType.File or rel.startswith("_") or info.base_name.startswith((".", "_"))
+                or info.path in live or info.mtime_ns is None or info.mtime_ns // 1_000_000 >= before_ms):
+            continue
+        fs.delete_file(info.path)
+        files += 1
+        bytes_ += info.size or 0
+        folder = info.path[: len(info.path) - len(info.base_name)]
+        checksum = f"{folder}.{info.base_name}.crc"
+        if fs.get_file_info(checksum).type == pafs.FileType.File:
+            fs.delete_file(checksum)
+    return files, bytes_
 
 
 def first_readable(path: str) -> int | None:

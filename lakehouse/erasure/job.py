@@ -36,6 +36,7 @@ from lakehouse.archive.state import ERASURE_APP_ID
 from lakehouse.definitions import TableDefinition
 from lakehouse.erasure import archive, audit, live, matching, rejects
 from lakehouse.erasure.predicate import Predicate, keys_predicate, read_keys
+from lakehouse.erasure.purge import Purged
 from lakehouse.errors import InputError, LakehouseError
 from lakehouse.lease import Lease, table_lease
 from lakehouse.output import Progress, Steps, quiet
@@ -141,6 +142,8 @@ class DeleteResult:
     rejects_unmatched: int = 0
     resumed: bool = False
     """Finished a delete a crash interrupted (its parts done before were not done again)."""
+    purged: dict[str, Any] | None = None
+    """With ``--purge``: what the purge removed (``purge.Purged``)."""
 
     @property
     def rows(self) -> int:
@@ -151,7 +154,7 @@ class DeleteResult:
         """The result as the CLI's JSON document."""
         return {"table": self.table, "number": self.number, "request": self.request, "rows": self.rows,
                 "staged": self.staged, "live": self.live, "archive": self.archive, "rejects": self.rejects,
-                "rejects_unmatched": self.rejects_unmatched, "resumed": self.resumed}
+                "rejects_unmatched": self.rejects_unmatched, "resumed": self.resumed, "purged": self.purged}
 
 
 def next_number(warehouse: str, paths: TablePaths) -> int:
@@ -317,14 +320,49 @@ def _finish(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
 
 
 def run_delete(spark_factory: Callable[[], SparkSession], warehouse: str, definition: TableDefinition,
-               where: str | None = None, keys: str | None = None, dry_run: bool = False,
-               report: Progress = quiet) -> DeleteResult | DeletePlan:
+               where: str | None = None, keys: str | None = None, dry_run: bool = False, purge: bool = False,
+               report: Progress = quiet) -> DeleteResult | DeletePlan | Purged:
     """``lakehouse delete``: check the request, then its plan (``dry_run``) or the delete, after
-    finishing one a crash interrupted."""
-    req = request(definition, where, keys)  # before any engine starts: a bad request costs nothing
-    paths = TablePaths(warehouse, definition.name)
+    finishing one a crash interrupted; with ``purge``, then the purge of every delete of the
+    table not purged yet (with neither ``where`` nor ``keys``: only that)."""
+    d = definition
+    paths = TablePaths(warehouse, d.name)
+    if purge and where is None and keys is None:
+        if dry_run:
+            raise InputError(f"delete {d.name} --purge: --dry-run shows a delete's plan; give --where or --keys")
+        with table_lease(paths, "purge") as lease:
+            _finish(spark_factory, warehouse, d, paths, lease, report)
+            pending = [e for e in audit.history(warehouse, d.name) if not e.purged]
+            if not pending:
+                raise InputError(f"delete {d.name} --purge: no delete to purge (every delete of {d.name} is "
+                                 "purged already)")
+            return _purge(spark_factory, warehouse, d, pending[-1].number, None, report)
+    req = request(d, where, keys)  # before any engine starts: a bad request costs nothing
     if dry_run:
-        return plan(spark_factory(), definition, paths, req, next_number(warehouse, paths))
+        return plan(spark_factory(), d, paths, req, next_number(warehouse, paths))
     with table_lease(paths, "delete") as lease:
-        _finish(spark_factory, warehouse, definition, paths, lease, report)
-        return execute(spark_factory, warehouse, definition, req, lease, report)
+        _finish(spark_factory, warehouse, d, paths, lease, report)
+        result = execute(spark_factory, warehouse, d, req, lease, report)
+        if purge:
+            result.purged = _purge(spark_factory, warehouse, d, result.number, req.matcher(d), report).as_dict()
+        return result
+
+
+def _purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition: TableDefinition, number: int,
+           match: Callable[[pa.Table], pa.Array] | None, report: Progress) -> Purged:
+    """Purge (``purge.purge``) at erasure ``number``, then mark every delete of the table up to
+    it purged in the audit (the cut removed the history all of them left)."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from lakehouse.erasure.purge import purge
+
+    Steps(f"delete {definition.name}", report).at("purge")
+    done = purge(spark_factory, warehouse, definition, number,
+                 match or (lambda rows: pa.array([False] * rows.num_rows, pa.bool_())))
+    now = dt.datetime.now(UTC)
+    for e in audit.history(warehouse, definition.name):
+        if not e.purged and e.number <= number:
+            audit.record(warehouse, dataclasses.replace(e, purged=True, purged_at=now))
+    return done

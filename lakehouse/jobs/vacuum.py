@@ -33,7 +33,6 @@ from lakehouse.durations import Duration
 from lakehouse.errors import LakehouseError, first_line
 from lakehouse.lease import Lease, table_lease
 from lakehouse.output import Progress, Steps, quiet
-from lakehouse.storage import disk_usage, join
 from lakehouse.warehouse import TablePaths
 
 PARTS = ("live", "archive", "rejects")
@@ -188,53 +187,12 @@ class Vacuum:
             vectors.delete(junk, self.paths.vectors)
 
     def _staging(self, plan: VacuumPlan, execute: bool) -> None:
-        from lakehouse.ingest.batch import discard, registered
-        from lakehouse.ingest.state import StateStore, is_files_source
-        from lakehouse.stream.store import StreamStore
+        from lakehouse.ingest.cleanup import finished_staging
 
-        folder = self.paths.staging
-        names = storage.list_names(folder)
-        if not names:
-            return
-        try:
-            referenced = {os.path.basename(p.rstrip("/")) for p in StreamStore(self.paths).referenced()}
-        except Exception:  # noqa: BLE001 - unreadable stream state: keep every ingest staging
-            referenced = {n for n in names if n.startswith("ingest-")}
-        store = StateStore(self.paths)
-        done: list[str] = [join(folder, n) for n in names if n.startswith("archive-")]  # the lease is ours
-        for state in store.all():
-            prefix = f"ingest-{state.key}-"
-            mine = [n for n in names if n.startswith(prefix) and n[len(prefix):].isdigit()]
-            if not mine:
-                continue
-            try:
-                with store.lock(state.source):
-                    fresh = store.load(state.source)
-                    if execute and is_files_source(fresh.source):  # inserts interrupted before registration
-                        for batch in [b for b in fresh.pending if not registered(self.paths, fresh, b)]:
-                            name = f"{prefix}{batch.number:08d}"
-                            if name in mine:
-                                plan.staging_bytes += disk_usage(join(folder, name))[1]
-                                plan.staging.append(join(folder, name))
-                                mine.remove(name)
-                            discard(self.paths, store, fresh, batch)
-                    pending = {b.number for b in fresh.pending}
-                    finished = [n for n in mine if int(n[len(prefix):]) < fresh.next_batch
-                                and int(n[len(prefix):]) not in pending and n not in referenced]
-                    if execute:
-                        for n in finished:
-                            plan.staging_bytes += disk_usage(join(folder, n))[1]
-                            _remove(join(folder, n))
-                    else:
-                        plan.staging_bytes += sum(disk_usage(join(folder, n))[1] for n in finished)
-                    plan.staging += [join(folder, n) for n in finished]
-            except LakehouseError:  # the source is being ingested right now: its run cleans up
-                plan.busy_sources.append(state.source)
-        plan.staging_bytes += sum(disk_usage(p)[1] for p in done)
-        plan.staging += done
-        if execute:
-            for p in done:
-                _remove(p)
+        found = finished_staging(self.paths, execute)
+        plan.staging += found.staging
+        plan.staging_bytes += found.staging_bytes
+        plan.busy_sources += found.busy_sources
 
     def run(self, plan: VacuumPlan, execute: bool) -> VacuumPlan:
         """Fill ``plan`` with what is removable and, when ``execute``, remove it (checking the lease,

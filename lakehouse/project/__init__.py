@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from lakehouse.audit.verify import Check
     from lakehouse.erasure.audit import Erasure
     from lakehouse.erasure.job import DeletePlan, DeleteResult
+    from lakehouse.erasure.purge import Purged
     from lakehouse.ingest.load import LoadResult
     from lakehouse.ingest.pipeline import IngestReport
     from lakehouse.ingest.producer import Producer
@@ -185,14 +186,16 @@ class Lakehouse(Queries):
     # -- erasure ----------------------------------------------------------------------------
 
     def delete(self, table: str, where: str | None = None, keys: str | None = None, dry_run: bool = False,
-               report: Progress = quiet) -> DeleteResult | DeletePlan:
+               purge: bool = False, report: Progress = quiet) -> DeleteResult | DeletePlan | Purged:
         """Erase the rows ``where`` (a SQL predicate over the table's columns) or ``keys`` (a file
         of primary keys) match from every part of the table: live, archive, staged rows, rejects;
-        with ``dry_run``, the rows per part and day it would erase."""
+        with ``dry_run``, the rows per part and day it would erase; with ``purge``, then remove
+        every file still holding a deleted row (and the history before the purge): alone, the
+        purge of the deletes not purged yet."""
         from lakehouse.erasure.job import run_delete
 
         return run_delete(self.spark, self.settings.warehouse, self.definition(table), where=where, keys=keys,
-                          dry_run=dry_run, report=report)
+                          dry_run=dry_run, purge=purge, report=report)
 
     def erasures(self, table: str | None = None) -> list[Erasure]:
         """Every delete (of ``table``), oldest first, as the audit keeps it."""

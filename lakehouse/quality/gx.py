@@ -217,3 +217,22 @@ def _jsonable(v: Any) -> Any:
     if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # numpy scalars
         v = v.item()
     return json_value(v)
+
+
+def forget_validations(warehouse: str, table: str) -> int:
+    """Remove ``table``'s validation results from GE's store and their Data Docs pages (a
+    delete's purge: their unexpected values may show erased rows), then build the Docs' index
+    again from what is left; files removed. The next ``check`` writes them anew."""
+    from lakehouse.storage import list_files, remove_tree
+
+    root = quality_root(warehouse)
+    folders = [os.path.join(root, "gx", "uncommitted", "validations", table),
+               os.path.join(root, "docs", "validations", table)]
+    removed = sum(len(list_files(f)) for f in folders)
+    if not removed:
+        return 0
+    for f in folders:
+        remove_tree(f)
+    import_ge()
+    _context(warehouse).build_data_docs(site_names=[SITE])
+    return removed

@@ -58,3 +58,27 @@ def history(warehouse: str, table: str, check: str | None = None) -> list[dict[s
         r["sample"] = json.loads(r["sample"] or "[]")
         out.append(r)
     return sorted(out, key=lambda r: (r["at"], r["run_id"]))
+
+
+def clear_samples(warehouse: str, table: str) -> int:
+    """Empty the samples of ``table``'s results on record (a delete's purge: a sample may show an
+    erased row; the outcomes and counts stay); results changed."""
+    path = results_path(warehouse)
+    if not delta_log.exists(path):
+        return 0
+    changed = 0
+
+    def change(t: Any) -> Any:
+        nonlocal changed
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        hit = pc.and_(pc.equal(t["table_name"], table), pc.not_equal(pc.fill_null(t["sample"], "[]"), "[]"))
+        changed = int(pc.sum(hit).as_py() or 0)
+        if not changed:
+            return None
+        col = t.schema.get_field_index("sample")
+        return t.set_column(col, "sample", pc.if_else(hit, pa.scalar("[]"), t["sample"]))
+
+    delta_log.rewrite_records(path, change)
+    return changed

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakehouse import delta_log
-from lakehouse.archive.state import CUTOFF_APP_ID, ERASURE_APP_ID, Snapshot
+from lakehouse.archive.state import CUTOFF_APP_ID, ERASURE_APP_ID, PURGE_APP_ID, Snapshot
 from lakehouse.delta_log import Commit
 from lakehouse.errors import QueryError
 from lakehouse.query import TableSource
@@ -108,6 +108,8 @@ def resolve(tables: list[TableSource], sql: str, value: Any, now: dt.datetime | 
         archive = delta_log.commits(t.paths.archive)
         at = next((c for c in archive if c.version == target), None)
         if at is None:
+            if archive and target < archive[0].version:
+                _refuse_purged(t, "archive", t.paths.archive, archive[0], f"archive version {target}")
             raise QueryError(f"{t.name}: archive version {target} "
                              f"{'is no longer in the log' if archive and target < archive[0].version else 'does not exist'}"
                              f"; {_span('archive', archive)}")
@@ -127,6 +129,10 @@ def _pin(t: TableSource, moment: dt.datetime, archive_version: int | None = None
     if live is None or archive is None:
         if not live_c or not arch_c:
             raise QueryError(f"{t.name}: as of {_fmt(moment)}: the table's Delta log has no readable version")
+        for part, path, found, hist in (("live", t.paths.live, live, live_c), ("archive", t.paths.archive, archive,
+                                                                               arch_c)):
+            if found is None:
+                _refuse_purged(t, part, path, hist[0], f"as of {_fmt(moment)}")
         first = max(live_c[0].at, arch_c[0].at)
         last = max(live_c[-1].at, arch_c[-1].at)
         raise QueryError(
@@ -159,6 +165,16 @@ def _load(t: TableSource, part: str, path: str, commit: Commit, history: list[Co
     have = {f.name for f in table.schema().fields}
     absent = frozenset(c for c in t.definition.visible_columns if c not in have)
     return Snapshot(commit.version, None if v is None else int(v), int(erasures)), absent
+
+
+def _refuse_purged(t: TableSource, part: str, path: str, first: Commit, asked: str) -> None:
+    """Refuse, naming the purge, a moment before a part's history starts at a purge's marker."""
+    number = delta_log.txn_version(path, PURGE_APP_ID, first.version)
+    if number is None:
+        return
+    raise QueryError(f"{t.name}: {asked} is before the purge of erasure {number} ({_fmt(first.at)}): the files and "
+                     f"the log that held its deleted rows are gone, and with them the {part}'s history before it; "
+                     f"ask for {_fmt(first.at)} or later")
 
 
 def _next_readable(path: str, commit: Commit, history: list[Commit]) -> Commit | None:

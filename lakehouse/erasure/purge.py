@@ -1,0 +1,102 @@
+"""Purging a delete's bytes (``lakehouse delete --purge``): after it, no file under the warehouse
+holds a row the delete erased.
+
+Where copies of an erased row can still be after the delete, and how each goes (under the
+table's lease, taken by the caller; the stream's lease while live and rejects are cut, so no
+release commits meanwhile):
+
+- **Producers' staging**: a segment's rows folder also holds its released rows and the raw text
+  of its rejected ones: every segment's folder is written anew with its rows still to release
+  (``stream.erase.purge``); finished ingest and load staging, and inbox files interrupted
+  inserts left, are removed (``ingest.cleanup``).
+- **Live, archive, rejects** (Delta): the data files the delete superseded, and the log before it
+  (statistics hold minimum and maximum values; a DELETE's commit holds its predicate): each
+  table's history is cut at a marker commit (``delta_log.cut``: its checkpoint, then the log
+  before it removed) and every data file no version from the marker on references is removed.
+  Time travel to a moment before the purge is refused in one line from then on (``query.asof``).
+- **Vector files**: the days' superseded vector files (already removed by the archive's step;
+  any left by a crash go here).
+- **Quality**: the samples of the table's results on record are emptied (outcomes and counts
+  stay), its Great Expectations validation results and their Data Docs pages are removed (the
+  Docs' index is built again); the results table's history is cut as above.
+
+The audit's row of the delete is then marked purged. Each step is idempotent: a purge killed at
+any step is run again by ``delete --purge`` again."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakehouse import delta_log
+from lakehouse.archive.state import PURGE_APP_ID
+from lakehouse.definitions import TableDefinition
+from lakehouse.warehouse import TablePaths
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+
+@dataclass
+class Purged:
+    """What a purge removed."""
+
+    number: int
+    parts: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per Delta table: the first readable version now, log files and data files (and bytes) removed."""
+    staged_folders: int = 0
+    staging_folders: int = 0
+    inbox_files: int = 0
+    vector_files: int = 0
+    quality_samples: int = 0
+    quality_files: int = 0
+    busy_sources: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The purge as the CLI's JSON document."""
+        return {"number": self.number, "parts": self.parts, "staged_folders": self.staged_folders,
+                "staging_folders": self.staging_folders, "inbox_files": self.inbox_files,
+                "vector_files": self.vector_files, "quality_samples": self.quality_samples,
+                "quality_files": self.quality_files, "busy_sources": self.busy_sources}
+
+
+def cut_table(path: str, number: int) -> dict[str, int]:
+    """Cut a Delta table's history at a marker of erasure ``number`` and remove the data files no
+    version from the marker on reads."""
+    started_ms = int(time.time() * 1000)
+    c = delta_log.cut(path, (PURGE_APP_ID, int(number)))
+    files, size = delta_log.drop_unreferenced(path, started_ms)
+    return {"first_version": c.version, "log_files": c.removed, "data_files": files, "bytes": size}
+
+
+def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition: TableDefinition, number: int,
+          match: Callable[[pa.Table], pa.Array]) -> Purged:
+    """Purge erasure ``number`` of ``definition``'s table (``match``: its rows, for the staged
+    ones still to release). Run under the table's lease."""
+    from lakehouse.archive import recover
+    from lakehouse.ingest.cleanup import finished_staging
+    from lakehouse.quality import gx, results
+    from lakehouse.stream.engine import Stream
+    from lakehouse.stream.store import StreamStore
+
+    d = definition
+    paths = TablePaths(warehouse, d.name)
+    out = Purged(number)
+    out.staged_folders = Stream(spark_factory, d, paths).purge(match, number)
+    found = finished_staging(paths, execute=True, inbox=True)
+    out.staging_folders, out.inbox_files, out.busy_sources = len(found.staging), len(found.inbox), found.busy_sources
+    with StreamStore(paths).locked(f"purge of erasure {number} on {d.name}"):
+        for part in ("live", "archive", "rejects"):
+            path = getattr(paths, part)
+            if delta_log.exists(path):
+                out.parts[part] = cut_table(path, number)
+    if delta_log.exists(paths.archive):
+        out.vector_files = recover.cleaned(paths)[0]
+    out.quality_samples = results.clear_samples(warehouse, d.name)
+    out.quality_files = gx.forget_validations(warehouse, d.name)
+    if delta_log.exists(results.results_path(warehouse)):
+        out.parts["quality results"] = cut_table(results.results_path(warehouse), number)
+    return out
