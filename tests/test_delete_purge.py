@@ -136,3 +136,24 @@ def test_after_a_purge_no_file_holds_a_deleted_key_or_value(victims: Project, tm
         lh.delete("sales", purge=True)
     doc = json.loads(cli_in_process(p, "delete", "--history", "--format", "json").stdout)
     assert doc[0]["purged"] is True
+
+
+def test_the_vacuum_job_purges_a_delete_once_it_is_older_than_the_retention(victims: Project, tmp_path: Path) -> None:
+    p = victims
+    lh = p.lh
+    warehouse = Path(p.settings.warehouse)
+    keys = tmp_path / "victims.txt"
+    keys.write_text("\n".join(f"{VICTIM}{n:03d}" for n in range(1, 9)) + "\n")
+    res = lh.delete("sales", keys=str(keys))
+    assert res.purged is None and res.rows == 8
+    left = holders(warehouse)
+    assert any("_delta_log" in f for f in left) and any("_quality" in f for f in left), left  # not purged yet
+    plan = lh.vacuum("sales", retain="7d")  # the delete is younger than the retention: nothing purged
+    assert plan.purged_erasure is None and not lh.erasures("sales")[0].purged
+    plan = lh.vacuum("sales", retain="0s", force=True)  # now it is older
+    assert plan.purged_erasure == 1
+    assert holders(warehouse) == {}
+    assert lh.erasures("sales")[0].purged
+    ids = lh.query("SELECT id FROM sales", engine="duckdb").column("id").to_pylist()
+    assert sorted(ids) == sorted([f"s{i}" for i in range(60)] + ["s900"])
+    assert lh.vacuum("sales", retain="0s", force=True).purged_erasure is None  # once

@@ -65,6 +65,8 @@ RUNS: dict[str, list[list[str]]] = {
     "lookup": [["lookup", "trips", "--day", DAY, "--where", "city_id=1"]],
     "optimize": [["optimize", "trips"], ["optimize", "trips", "--dry-run"]],
     "vacuum": [["vacuum", "trips"]],
+    "delete": [["delete", "trips", "--where", "city_id = 99", "--dry-run"],
+               ["delete", "trips", "--where", "city_id = 98 AND fare_total > 1000"], ["delete", "--history"]],
     "jobs run": [["jobs", "run", "--table", "trips", "--now", NOW, "--dry-run"],
                  ["jobs", "run", "--now", LATER, "--dry-run"]],
     "jobs serve": [["jobs", "serve", "--table", "clicks"]],  # stopped by SIGTERM once serving (serve_briefly)

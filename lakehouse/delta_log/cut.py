@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 from lakehouse.storage import filesystem, join
 
-_VERSIONED = re.compile(r"^\.?(\d{20})\.(json|crc|checkpoint\..*)$")
+_VERSIONED = re.compile(r"^\.?(\d{20})\.(json|crc|checkpoint\..*?)(\.crc)?$")
+"""A log file of one version: its commit, Spark's checksum, a checkpoint (classic, multi-part,
+v2), and the hidden ``.crc`` checksum file Hadoop writes beside each on a local disk."""
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,26 @@ def cut(path: str, txn: tuple[str, int], user_metadata: str | None = None) -> Cu
     return Cut(marker, drop_before(path, marker))
 
 
+def cut_at(path: str, version: int, txn: tuple[str, int]) -> Cut:
+    """Cut a table's history right after ``version`` (a delete's last commit there): the
+    checkpoint of the next version, then the log before it removed; time travel to that version
+    or any later one keeps working. When ``version`` is the latest, as ``cut`` (a marker first)."""
+    from lakehouse.delta_log import open_table
+    from lakehouse.delta_log import version as latest
+
+    if version >= (latest(path) or 0):
+        return cut(path, txn)
+    first = version + 1
+    open_table(path, first).create_checkpoint()
+    return Cut(first, drop_before(path, first))
+
+
 def drop_before(path: str, first: int) -> int:
     """Remove the log files (commits, checksums, checkpoints, their hidden checksum files) of
     versions before ``first``; how many. The checkpoint of ``first`` must exist."""
     import pyarrow.fs as pafs
+
+    from lakehouse.delta_log import forget_handles
 
     fs, root = filesystem(join(path, "_delta_log"))
     removed = 0
@@ -54,6 +72,7 @@ def drop_before(path: str, first: int) -> int:
         if m and int(m.group(1)) < first:
             fs.delete_file(info.path)
             removed += 1
+    forget_handles()  # a kept read handle would replay the commits just removed
     return removed
 
 

@@ -42,6 +42,9 @@ class Erasure:
     """The archive days rewritten, comma-separated (YYYY-MM-DD)."""
     purged: bool = False
     purged_at: dt.datetime | None = None
+    versions: str = ""
+    """The versions of live, archive and rejects the delete left (JSON): where a purge after the
+    retention cuts their history, so time travel to any later moment keeps working."""
 
     @property
     def rows(self) -> int:
@@ -60,7 +63,7 @@ def _schema() -> Any:
              "predicate": pa.string(), "keys_sha256": pa.string(), "keys": pa.int64(), "rows_live": pa.int64(),
              "rows_archive": pa.int64(), "rows_staged": pa.int64(), "rows_rejects": pa.int64(),
              "rejects_unmatched": pa.int64(), "days": pa.string(), "purged": pa.bool_(),
-             "purged_at": pa.timestamp("us", tz="UTC")}
+             "purged_at": pa.timestamp("us", tz="UTC"), "versions": pa.string()}
     return pa.schema([(f.name, kinds[f.name]) for f in fields(Erasure)])
 
 
@@ -73,10 +76,10 @@ def record(warehouse: str, erasure: Erasure) -> bool:
     row = pa.Table.from_pylist([asdict(erasure)], schema=_schema())
     if not erasure.purged:
         return delta_log.append_records(audit_path(warehouse), row, txn=(f"lakehouse.erasure.{erasure.table_name}",
-                                                                          erasure.number), merge_schema=False)
+                                                                          erasure.number))
     if any(e.number == erasure.number and e.purged for e in history(warehouse, erasure.table_name)):
         return False
-    return delta_log.append_records(audit_path(warehouse), row, merge_schema=False)
+    return delta_log.append_records(audit_path(warehouse), row)
 
 
 def history(warehouse: str, table: str | None = None) -> list[Erasure]:
@@ -92,5 +95,5 @@ def history(warehouse: str, table: str | None = None) -> list[Erasure]:
         if k not in latest or (r["purged"] and not latest[k]["purged"]):
             latest[k] = r
     names = {f.name for f in fields(Erasure)}
-    return sorted((Erasure(**{k: v for k, v in r.items() if k in names}) for r in latest.values()),
+    return sorted((Erasure(**{k: v for k, v in r.items() if k in names and v is not None}) for r in latest.values()),
                   key=lambda e: (e.at, e.table_name, e.number))

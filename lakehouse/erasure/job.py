@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -284,7 +285,9 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
         d.name, number, dt.datetime.fromisoformat(doc["started"]), predicate=req.where, keys_sha256=req.keys_sha256,
         keys=doc.get("keys"), rows_live=result.live, rows_archive=int(result.archive.get("rows", 0)),
         rows_staged=result.staged, rows_rejects=result.rejects, rejects_unmatched=result.rejects_unmatched,
-        days=",".join(sorted(result.archive.get("days", {})))))
+        days=",".join(sorted(result.archive.get("days", {}))),
+        versions=json.dumps({part: delta_log.version(getattr(paths, part)) for part in ("live", "archive", "rejects")
+                             if delta_log.exists(getattr(paths, part))})))
     crashpoints.reached("erase_after_audit")
     if lease is not None:
         lease.check()
@@ -348,8 +351,25 @@ def run_delete(spark_factory: Callable[[], SparkSession], warehouse: str, defini
         return result
 
 
+def purge_due(spark_factory: Callable[[], SparkSession], warehouse: str, definition: TableDefinition,
+              retain_seconds: float, report: Progress = quiet) -> Purged | None:
+    """The vacuum job's purge (under the table's lease it holds): the deletes not purged yet that
+    are older than the retention (their superseded files went with Delta's VACUUM) have the rest
+    of their copies removed, the history cut right after the versions the last of them left
+    (time travel to any later moment keeps working); None when none is due."""
+    now = dt.datetime.now(UTC)
+    due = [e for e in audit.history(warehouse, definition.name)
+           if not e.purged and e.at <= now - dt.timedelta(seconds=retain_seconds)]
+    if not due:
+        return None
+    versions = json.loads(due[-1].versions or "{}")
+    return _purge(spark_factory, warehouse, definition, due[-1].number, None, report,
+                  after={k: int(v) for k, v in versions.items()} if versions else None)
+
+
 def _purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition: TableDefinition, number: int,
-           match: Callable[[pa.Table], pa.Array] | None, report: Progress) -> Purged:
+           match: Callable[[pa.Table], pa.Array] | None, report: Progress,
+           after: dict[str, int] | None = None) -> Purged:
     """Purge (``purge.purge``) at erasure ``number``, then mark every delete of the table up to
     it purged in the audit (the cut removed the history all of them left)."""
     import dataclasses
@@ -360,7 +380,7 @@ def _purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition
 
     Steps(f"delete {definition.name}", report).at("purge")
     done = purge(spark_factory, warehouse, definition, number,
-                 match or (lambda rows: pa.array([False] * rows.num_rows, pa.bool_())))
+                 match or (lambda rows: pa.array([False] * rows.num_rows, pa.bool_())), after)
     now = dt.datetime.now(UTC)
     for e in audit.history(warehouse, definition.name):
         if not e.purged and e.number <= number:

@@ -63,19 +63,25 @@ class Purged:
                 "quality_files": self.quality_files, "busy_sources": self.busy_sources}
 
 
-def cut_table(path: str, number: int) -> dict[str, int]:
+def cut_table(path: str, number: int, after: int | None = None) -> dict[str, int]:
     """Cut a Delta table's history at a marker of erasure ``number`` and remove the data files no
-    version from the marker on reads."""
+    version from the marker on reads; with ``after`` (a version), cut right after it instead and
+    leave the data files to Delta's VACUUM (a purge after the retention: it removed them)."""
     started_ms = int(time.time() * 1000)
+    if after is not None:
+        c = delta_log.cut_at(path, after, (PURGE_APP_ID, int(number)))
+        return {"first_version": c.version, "log_files": c.removed, "data_files": 0, "bytes": 0}
     c = delta_log.cut(path, (PURGE_APP_ID, int(number)))
     files, size = delta_log.drop_unreferenced(path, started_ms)
     return {"first_version": c.version, "log_files": c.removed, "data_files": files, "bytes": size}
 
 
 def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition: TableDefinition, number: int,
-          match: Callable[[pa.Table], pa.Array]) -> Purged:
+          match: Callable[[pa.Table], pa.Array], after: dict[str, int] | None = None) -> Purged:
     """Purge erasure ``number`` of ``definition``'s table (``match``: its rows, for the staged
-    ones still to release). Run under the table's lease."""
+    ones still to release). Run under the table's lease. ``after``: the versions the delete left
+    per part (a purge after the retention, whose VACUUM removed the data files): the history is
+    cut right after them, so time travel to any later moment keeps working."""
     from lakehouse.archive import recover
     from lakehouse.ingest.cleanup import finished_staging
     from lakehouse.quality import gx, results
@@ -92,7 +98,7 @@ def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition:
         for part in ("live", "archive", "rejects"):
             path = getattr(paths, part)
             if delta_log.exists(path):
-                out.parts[part] = cut_table(path, number)
+                out.parts[part] = cut_table(path, number, None if after is None else after.get(part))
     if delta_log.exists(paths.archive):
         out.vector_files = recover.cleaned(paths)[0]
     out.quality_samples = results.clear_samples(warehouse, d.name)

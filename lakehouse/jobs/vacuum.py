@@ -81,6 +81,8 @@ class VacuumPlan:
     vector_bytes: int = 0
     busy_sources: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    purged_erasure: int | None = None
+    """The last delete whose copies this vacuum purged (older than the retention), if any."""
 
     @property
     def removed(self) -> int:
@@ -101,7 +103,7 @@ class VacuumPlan:
             "bytes": dict(self.bytes),
             "vector_files": len(self.vector_files), "vector_bytes": self.vector_bytes,
             "staging": [os.path.basename(s) for s in self.staging], "staging_bytes": self.staging_bytes,
-            "busy_sources": self.busy_sources,
+            "busy_sources": self.busy_sources, "purged_erasure": self.purged_erasure,
             "removed_files": self.removed, "removed_bytes": self.removed_bytes,
             "seconds": round(self.seconds, 3),
         }
@@ -246,4 +248,10 @@ def run_vacuum(spark_factory: Any, warehouse: str, definition: TableDefinition, 
     if dry_run:
         return Vacuum(definition, paths, report=report).run(plan, execute=False)
     with contextlib.nullcontext(lease) if lease is not None else table_lease(paths, "vacuum") as held:
-        return Vacuum(definition, paths, held, report).run(plan, execute=True)
+        done = Vacuum(definition, paths, held, report).run(plan, execute=True)
+        from lakehouse.erasure.job import purge_due
+
+        purged = purge_due(spark_factory, warehouse, definition, seconds, report)  # deletes past the retention
+        if purged is not None:
+            done.purged_erasure = purged.number
+        return done
