@@ -43,6 +43,18 @@ def test_bench_incremental_archives_one_new_day_against_the_full_rebuild(spark: 
     assert plot_incremental(doc, tmp_path / "incremental.png").stat().st_size > 10_000
 
 
+def test_bench_delete_rewrites_only_the_days_holding_a_key(spark: Any) -> None:
+    from lakehouse.bench import bench_delete
+
+    doc = bench_delete(MASTER, rows=8_000, days=4, keys=40, few_days=1, repeats=1, warmup=False)
+    _sides_ran(doc, {"delete", "delete_few", "rearchive"})
+    assert doc["keys"] == doc["keys_few"] == 40
+    assert doc["delete_wrote"]["days_rewritten"] == 4 and doc["delete_few_wrote"]["days_rewritten"] == 1
+    assert 0 < doc["delete_few_wrote"]["bytes_written"] < doc["delete_wrote"]["bytes_written"] < 2 * doc["archive_bytes"]
+    assert doc["delete_wrote"]["rows_rewritten"] == 8_000 - 40
+    assert doc["ratio_delete_to_rearchive"]["median"] > 0
+
+
 def test_bench_query_answers_alike_on_every_side(spark: Any, tmp_path: Path) -> None:
     from lakehouse.bench import bench_query
     from lakehouse.bench.plot import plot_query

@@ -98,6 +98,7 @@ EXEMPT = {
     "bench stream": "even the smallest run takes tens of seconds",
     "bench compact": "even the smallest run takes tens of seconds",
     "bench incremental": "even the smallest run takes tens of seconds; tests/test_bench_runs.py runs it in process",
+    "bench delete": "even the smallest run takes tens of seconds; tests/test_bench_runs.py runs it in process",
     "bench memory": "starts two JVMs of its own; tests/test_bench_runs.py runs it in process",
     "bench query": "even the smallest run takes tens of seconds; tests/test_bench_runs.py runs it in process",
     "bench groups": "even the smallest run archives and scans on two engines; tests/test_bench_runs.py runs it in process",

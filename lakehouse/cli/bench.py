@@ -209,6 +209,28 @@ def bench_incremental_cmd(obj: Ctx, rows: int, days: int, repeats: int, warmup: 
     emit_fields(f, doc)
 
 
+@bench.command("delete")
+@click.option("--rows", type=int, default=10_000_000, show_default=True, help="Rows over DAYS days, all archived.")
+@click.option("--days", type=int, default=30, show_default=True)
+@click.option("--keys", type=int, default=1000, show_default=True, help="Keys erased by each delete.")
+@click.option("--few-days", type=int, default=3, show_default=True, help="Days the second delete's keys fall in.")
+@sampling_options(repeats=3)
+@format_option()
+@click.pass_obj
+@handle_errors
+def bench_delete_cmd(obj: Ctx, rows: int, days: int, keys: int, few_days: int, repeats: int, warmup: bool,
+                     fmt: str | None) -> None:
+    """Erasing KEYS keys spread over every archived day, and from FEW_DAYS days only, vs archiving
+    every day again; files and bytes each delete wrote."""
+    from lakehouse.bench import bench_delete
+
+    f = obj.fmt(fmt)
+    with steps(f) as report:
+        doc = bench_delete(obj.spark_master, rows, days, keys, few_days, repeats=repeats, warmup=warmup,
+                           report=report)
+    emit_fields(f, doc)
+
+
 @bench.command("query")
 @click.option("--rows", type=int, default=3_000_000, show_default=True)
 @click.option("--days", type=int, default=10, show_default=True, help="Days of rows; all but the last archived.")
