@@ -37,7 +37,9 @@ class Snapshot:
     @property
     def run(self) -> tuple[int, int] | None:
         """The committed run the vector files are read by: (cutoff, erasures); None before any."""
-        return None if self.cutoff is None else (self.cutoff, self.erasures)
+        from lakehouse.archive.vectors import run_of
+
+        return run_of(self.cutoff, self.erasures)
 
 
 def read_snapshot(path: str, version: int | None = None) -> Snapshot | None:

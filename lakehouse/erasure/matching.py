@@ -39,8 +39,7 @@ def matches(definition: TableDefinition, predicate: Predicate, rows: pa.Table, t
     import pyarrow.compute as pc
 
     from lakehouse.query import duckdb as duck
-    from lakehouse.query.dialect.types import COLUMN_TYPES
-    from lakehouse.query.duckdb import translate
+    from lakehouse.query.duckdb import table_columns, translate
 
     if rows.num_rows == 0 and not translate_only:
         return pa.array([], pa.bool_())
@@ -48,9 +47,7 @@ def matches(definition: TableDefinition, predicate: Predicate, rows: pa.Table, t
         et = pc.cast(rows[definition.event_time], pa.timestamp("us", tz="UTC"))
         rows = rows.append_column(PARTITION_COLUMN, pc.cast(et, pa.date32()))
     rows = rows.select(definition.visible_columns).append_column(INDEX, pa.array(range(rows.num_rows), pa.int64()))
-    types = {c.name: COLUMN_TYPES.get(c.type.name, str(c.type)) for c in definition.columns}
-    columns: list[tuple[str, str | None]] = [(c, types.get(c, "date")) for c in definition.visible_columns]
-    columns.append((INDEX, "bigint"))
+    columns = [*table_columns(definition), (INDEX, "bigint")]
     sql = f"SELECT `{INDEX}` FROM `{ROWS}` WHERE {predicate.sql}"
     try:
         tr = translate([], sql, {ROWS: columns})

@@ -28,6 +28,7 @@ from lakehouse.query.split import Split
 from lakehouse.sql import duck_ident, literal_body
 
 if TYPE_CHECKING:
+    from lakehouse.definitions import TableDefinition
     from lakehouse.query.asof import AsOf
 
 
@@ -217,15 +218,18 @@ def transpile(sql: str) -> str:
     return statements[0]
 
 
-def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]:
-    """Each table's visible columns with their Spark types (for the translator)."""
+def table_columns(definition: TableDefinition) -> list[tuple[str, str | None]]:
+    """A table's visible columns with their Spark types (for the translator)."""
     from lakehouse.query.dialect.types import COLUMN_TYPES
 
-    out = {}
-    for t in tables:
-        types = {c.name: COLUMN_TYPES.get(c.type.name, str(c.type)) for c in t.definition.columns}
-        types[PARTITION_COLUMN] = "date"
-        out[t.name] = [(c, types.get(c)) for c in t.definition.visible_columns]
+    types = {c.name: COLUMN_TYPES.get(c.type.name, str(c.type)) for c in definition.columns}
+    types[PARTITION_COLUMN] = "date"
+    return [(c, types.get(c)) for c in definition.visible_columns]
+
+
+def schema(tables: list[TableSource]) -> dict[str, list[tuple[str, str | None]]]:
+    """Each table's visible columns with their Spark types (for the translator)."""
+    out = {t.name: table_columns(t.definition) for t in tables}
     from lakehouse.stream.status import WATERMARK_COLUMNS, WATERMARK_VIEW
 
     out[WATERMARK_VIEW] = list(WATERMARK_COLUMNS)
