@@ -18,6 +18,7 @@ import pytest
 
 from lakehouse.ingest.producer import to_micros
 from lakehouse.stream.engine import Stream
+from lakehouse.stream.erase import erase
 from lakehouse.stream.store import StreamStore
 from tests.conftest import CLICKS, REPO, Project
 
@@ -69,7 +70,7 @@ def held(spark: Any, project: Project) -> tuple[Project, Any, Any]:
 def erase_users(project: Project, ids: set[int], number: int = 1) -> dict[str, int]:
     d, p = project.lh.definition("clicks"), project.lh.paths("clicks")
     stream = Stream(project.lh.spark, d, p)
-    return stream.erase(lambda t: pc.is_in(t["user_id"], value_set=__import__("pyarrow").array(sorted(ids))), number)
+    return erase(stream, lambda t: pc.is_in(t["user_id"], value_set=__import__("pyarrow").array(sorted(ids))), number)
 
 
 def test_erased_staged_rows_are_never_released_and_the_rest_is(held: tuple[Project, Any, Any]) -> None:
@@ -104,9 +105,10 @@ import pyarrow as pa, pyarrow.compute as pc
 from lakehouse.project import Lakehouse
 from lakehouse.settings import Settings
 from lakehouse.stream.engine import Stream
+from lakehouse.stream.erase import erase
 lh = Lakehouse(Settings.resolve(sys.argv[1], sys.argv[2], "local[1]", env={}))
 s = Stream(lh.spark, lh.definition("clicks"), lh.paths("clicks"))
-s.erase(lambda t: pc.is_in(t["user_id"], value_set=pa.array([3])), int(sys.argv[3]))
+erase(s, lambda t: pc.is_in(t["user_id"], value_set=pa.array([3])), int(sys.argv[3]))
 """
 
 

@@ -175,6 +175,7 @@ def plan(spark: SparkSession, definition: TableDefinition, paths: TablePaths, re
     import pyarrow.compute as pc
 
     from lakehouse.stream.engine import Stream
+    from lakehouse.stream.erase import staged_rows
 
     d = definition
     out = DeletePlan(d.name, req.said(), number)
@@ -182,7 +183,7 @@ def plan(spark: SparkSession, definition: TableDefinition, paths: TablePaths, re
         out.live = live.matched(spark, paths.live, req.condition)
     if delta_log.exists(paths.archive):
         out.archive = archive.plan(spark, d, paths, req.condition)[1]
-    rows = Stream(lambda: spark, d, paths).staged_rows()
+    rows = staged_rows(Stream(lambda: spark, d, paths))
     if rows.num_rows:
         hit = rows.filter(req.matcher(d)(rows))
         days = pc.cast(pc.cast(hit.column(d.event_time), pa.timestamp("us", tz="UTC")), pa.date32()).to_pylist()
@@ -232,6 +233,7 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
             req: Request, lease: Lease | None, report: Progress = quiet, doc: dict[str, Any] | None = None) -> DeleteResult:
     """Run a delete (or finish the saved one, ``doc``) under the table's lease held by the caller."""
     from lakehouse.stream.engine import Stream
+    from lakehouse.stream.erase import erase as erase_staged
 
     d = definition
     paths = TablePaths(warehouse, d.name)
@@ -259,7 +261,7 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
 
     if "staged" not in done:
         steps.at("staged")
-        erased = Stream(spark_factory, d, paths).erase(req.matcher(d), number)
+        erased = erase_staged(Stream(spark_factory, d, paths), req.matcher(d), number)
         finished("staged", sum(erased.values()))
         crashpoints.reached("erase_after_staged")
     if "live" not in done:

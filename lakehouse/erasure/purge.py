@@ -86,12 +86,13 @@ def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition:
     from lakehouse.ingest.cleanup import finished_staging
     from lakehouse.quality import gx, results
     from lakehouse.stream.engine import Stream
+    from lakehouse.stream.erase import purge as purge_staged
     from lakehouse.stream.store import StreamStore
 
     d = definition
     paths = TablePaths(warehouse, d.name)
     out = Purged(number)
-    out.staged_folders = Stream(spark_factory, d, paths).purge(match, number)
+    out.staged_folders = purge_staged(Stream(spark_factory, d, paths), match, number)
     found = finished_staging(paths, execute=True, inbox=True)
     out.staging_folders, out.inbox_files, out.busy_sources = len(found.staging), len(found.inbox), found.busy_sources
     with StreamStore(paths).locked(f"purge of erasure {number} on {d.name}"):

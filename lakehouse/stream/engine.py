@@ -253,26 +253,6 @@ class Stream:
             return Registered(None if seg is None else seg.id, below, late_by_file,
                               keeps_staging=seg is not None and any(s.id == seg.id for s in state.segments))
 
-    def staged_rows(self) -> "pa.Table":
-        """The rows producers staged that are not yet released or rejected, the table's columns
-        (read without the lease: a delete's plan)."""
-        from lakehouse.stream.erase import staged_rows
-
-        return staged_rows(self)
-
-    def erase(self, match: Callable[["pa.Table"], "pa.Array"], number: int) -> dict[str, int]:
-        """Erase the staged rows ``match`` picks, as erasure ``number`` (``stream.erase``);
-        segment id -> rows erased."""
-        from lakehouse.stream.erase import erase
-
-        return erase(self, match, number)
-
-    def purge(self, match: Callable[["pa.Table"], "pa.Array"], number: int) -> int:
-        """Purge erasure ``number`` from the staging (``stream.erase``); rows folders rewritten."""
-        from lakehouse.stream.erase import purge
-
-        return purge(self, match, number)
-
     def recover(self) -> bool:
         """Finish what a crashed operation left (a planned release, a registered insert's rejects),
         if anything: True when there was something (read-only commands call this first; nothing
