@@ -139,3 +139,28 @@ def test_a_killed_delete_is_finished_by_the_next_operation(point: str, template:
     if op != "release":  # the erased staged rows are never released
         lh.table("sales").producer("slow", clock=Clock()).detach()
         assert not staged_gone & set(visible(p, "duckdb"))
+
+
+PURGE_POINTS = ["purge_after_staging", "purge_after_live_cut", "purge_after_archive_cut"]
+
+
+@pytest.mark.parametrize("point", PURGE_POINTS)
+def test_a_killed_purge_is_finished_by_a_purge_again(point: str, template: Any, tmp_path: Path) -> None:
+    root, model, counts = template
+    where = tmp_path / "proj"
+    clone(root, where)
+    p = Project(where)
+    proc = cli(p, "delete", "sales", "--where", WHERE, "--purge", crash=point)
+    assert isinstance(proc, subprocess.CompletedProcess)
+    assert proc.returncode == -signal.SIGKILL, f"not killed at {point}: {proc.returncode} {proc.stderr[-2000:]}"
+    lh = p.lh
+    [e] = lh.erasures("sales")  # the delete itself finished before its purge
+    assert not e.purged and {"live": e.rows_live, "archive": e.rows_archive, "staged": e.rows_staged,
+                             "rejects": e.rows_rejects} == counts
+    done = lh.delete("sales", purge=True)
+    assert done.number == 1 and lh.erasures("sales")[0].purged
+    gone = {k for k, r in model.items() if r["shop"] == 1 and k != "s1"}
+    want = sorted(set(model) - gone - WAITING)
+    assert visible(p, "spark") == want and visible(p, "duckdb") == want
+    bad = [c for c in lh.verify("sales") if not c.ok]
+    assert not bad, (point, bad)

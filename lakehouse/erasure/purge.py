@@ -20,8 +20,9 @@ release commits meanwhile):
   stay), its Great Expectations validation results and their Data Docs pages are removed (the
   Docs' index is built again); the results table's history is cut as above.
 
-The audit's row of the delete is then marked purged. Each step is idempotent: a purge killed at
-any step is run again by ``delete --purge`` again."""
+The audit's row of the delete is then marked purged. Each step can run again: a purge killed at
+any step (crash points ``purge_after_staging``, ``purge_after_<part>_cut``) is finished by
+``delete TABLE --purge``, which purges every delete not marked purged."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import delta_log
+from lakehouse import crashpoints, delta_log
 from lakehouse.archive.state import PURGE_APP_ID
 from lakehouse.definitions import TableDefinition
 from lakehouse.warehouse import TablePaths
@@ -95,11 +96,13 @@ def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition:
     out.staged_folders = purge_staged(Stream(spark_factory, d, paths), match, number)
     found = finished_staging(paths, execute=True, inbox=True)
     out.staging_folders, out.inbox_files, out.busy_sources = len(found.staging), len(found.inbox), found.busy_sources
+    crashpoints.reached("purge_after_staging")
     with StreamStore(paths).locked(f"purge of erasure {number} on {d.name}"):
         for part in ("live", "archive", "rejects"):
             path = getattr(paths, part)
             if delta_log.exists(path):
                 out.parts[part] = cut_table(path, number, None if after is None else after.get(part))
+                crashpoints.reached(f"purge_after_{part}_cut")
     if delta_log.exists(paths.archive):
         out.vector_files = recover.cleaned(paths)[0]
     out.quality_samples = results.clear_samples(warehouse, d.name)
