@@ -32,6 +32,9 @@ POINTS = ["erase_after_save", "stream_before_erase_save", "stream_after_erase_sa
           "erase_after_live", "erase_after_archive_write", "erase_after_archive_commit", "erase_after_archive",
           "erase_after_rejects", "erase_after_audit"]
 NEXT = ("archive", "delete", "release")
+OPS = {"erase_after_archive_commit": "delete", "erase_after_archive": "archive"}
+"""A delete killed between its archive commit and its ledger rows, finished by another delete of
+the same days: the books are repaired before that one checks them."""
 RANDOM = [int(s) for s in os.environ.get("LAKEHOUSE_TEST_SEEDS", "").split(",") if s] or [
     dt.date.today().toordinal() * 10 + k for k in range(2)]
 """Seeds of the day (the same in every xdist worker, new each day); LAKEHOUSE_TEST_SEEDS=... replays."""
@@ -119,7 +122,7 @@ def test_a_killed_delete_is_finished_by_the_next_operation(point: str, template:
     lh = p.lh
     bad = [c for c in lh.verify("sales") if not c.ok]  # the books keep at every step
     assert not bad, (point, bad)
-    op = "retry" if point.startswith("random") else NEXT[POINTS.index(point) % len(NEXT)]
+    op = "retry" if point.startswith("random") else OPS.get(point, NEXT[POINTS.index(point) % len(NEXT)])
     also = then(p, op)
     gone = {k for k, r in model.items() if r["shop"] == 1 and k != "s1"} | also
     staged_gone = {"p1", "p5"}

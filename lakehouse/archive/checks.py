@@ -100,7 +100,7 @@ def conservation(
 
 
 def pass_conservation(definition: TableDefinition, paths: TablePaths, plan: ArchivePlan, run_id: str,
-                      written: Written) -> CommitFigures:
+                      written: Written, refused: str | None = None) -> CommitFigures:
     """The books of a one-pass run (``onepass.Written``), or ConservationError (nothing
     committed). Its tasks counted the rows they took in (live, kept, replaced) and the rows they
     handed to the files (out: the hashes Spark computed as it read them; the bytes written are
@@ -150,7 +150,7 @@ def pass_conservation(definition: TableDefinition, paths: TablePaths, plan: Arch
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ConservationError(
-            f"{problems[0]}{more}; cutoff {plan.cutoff} refused: nothing was committed, live rows stay"
+            f"{problems[0]}{more}; {refused or f'cutoff {plan.cutoff} refused: nothing was committed, live rows stay'}"
         )
     return CommitFigures(plan.cutoff, plan.previous_cutoff, run_id, names,
                          tuple((day, inputs.get(day, DayInput()), outputs.get(day, Figures())) for day in plan.days))

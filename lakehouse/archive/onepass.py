@@ -175,13 +175,26 @@ def left_by(staging: str, paths: TablePaths, committed: int | None, erasures: in
     except FileNotFoundError:
         return 0
     if doc.get("erasure"):
-        if int(doc["erasure"]) <= erasures:
+        if int(doc["erasure"]) <= erasures and _committed_by(paths, int(doc["erasure"]), doc["run_id"]):
             return 0  # committed: its files are the day's (or history, for VACUUM)
     elif committed is not None and int(doc["cutoff"]) <= committed:
         # committed, or maybe committed and superseded since (a run that committed without its
         # clean-up, then a later run): its files are history; unreferenced ones go with VACUUM
         return 0
     return remove_written(paths, [dt.date.fromisoformat(x) for x in doc["days"]], int(doc["cutoff"]), doc["run_id"])
+
+
+def _committed_by(paths: TablePaths, erasure: int, run_id: str) -> bool:
+    """Whether the archive's commit of erasure ``erasure`` is the rewrite ``run_id``'s (not an
+    earlier attempt's, killed before its commit, whose files nothing references); True when the
+    commit cannot be read (its files are left to VACUUM)."""
+    from lakehouse import delta_log
+    from lakehouse.archive.ledger import parse_commit_info
+    from lakehouse.archive.state import ERASURE_APP_ID
+
+    info = delta_log.txn_commit_info(paths.archive, ERASURE_APP_ID, erasure)
+    figures = parse_commit_info((info or {}).get("userMetadata"))
+    return figures is None or figures.run_id == run_id
 
 
 def remove_written(paths: TablePaths, days: list[dt.date], cutoff: int, run_id: str) -> int:

@@ -13,10 +13,14 @@ Then ``drop_unreferenced`` removes the data files no version from the marker on 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from lakehouse.storage import filesystem, join
 
+TMP_AGE_NS = 300 * 10**9
+"""A temporary file in the log older than this was left by a killed writer (a younger one may be
+a commit in flight)."""
 _VERSIONED = re.compile(r"^\.?(\d{20})\.(json|crc|checkpoint\..*?)(\.crc)?$")
 """A log file of one version: its commit, Spark's checksum, a checkpoint (classic, multi-part,
 v2), and the hidden ``.crc`` checksum file Hadoop writes beside each on a local disk."""
@@ -58,7 +62,8 @@ def cut_at(path: str, version: int, txn: tuple[str, int]) -> Cut:
 
 def drop_before(path: str, first: int) -> int:
     """Remove the log files (commits, checksums, checkpoints, their hidden checksum files) of
-    versions before ``first``; how many. The checkpoint of ``first`` must exist."""
+    versions before ``first``, and temporary files writers killed mid-commit left (they hold
+    whole commits); how many. The checkpoint of ``first`` must exist."""
     import pyarrow.fs as pafs
 
     from lakehouse.delta_log import forget_handles
@@ -69,7 +74,9 @@ def drop_before(path: str, first: int) -> int:
         if info.type != pafs.FileType.File:
             continue
         m = _VERSIONED.match(info.base_name)
-        if m and int(m.group(1)) < first:
+        stale = m is not None and int(m.group(1)) < first
+        left = ".tmp" in info.base_name and (info.mtime_ns or 0) < time.time_ns() - TMP_AGE_NS
+        if stale or left:  # (a temporary file: a commit or checkpoint a killed writer left half-made)
             fs.delete_file(info.path)
             removed += 1
     forget_handles()  # a kept read handle would replay the commits just removed

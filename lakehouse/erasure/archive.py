@@ -130,7 +130,8 @@ def erase(spark: SparkSession, definition: TableDefinition, paths: TablePaths, c
         onepass.mark(staging, p, run_id, erasure=number)
         task = dataclasses.replace(onepass.write_task(d, paths, p, run_id), generation=number)
         written = onepass.Written.of(onepass.write_pass(spark, d, paths, p, task, sided(spark, d, paths, p, condition)))
-        figures = dataclasses.replace(checks.pass_conservation(d, paths, p, run_id, written), erasure=number)
+        refused = f"erasure {number}: nothing was committed to the archive; see lakehouse verify {d.name}"
+        figures = dataclasses.replace(checks.pass_conservation(d, paths, p, run_id, written, refused), erasure=number)
         wrong = [day for day, i, _ in figures.days if i.deleted.rows != days.get(day, 0)]
         if wrong:
             got = {day: i.deleted.rows for day, i, _ in figures.days}

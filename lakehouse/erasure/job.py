@@ -38,7 +38,7 @@ from lakehouse.definitions import TableDefinition
 from lakehouse.erasure import archive, audit, live, matching, rejects
 from lakehouse.erasure.predicate import Predicate, keys_predicate, read_keys
 from lakehouse.erasure.purge import Purged
-from lakehouse.errors import InputError, LakehouseError
+from lakehouse.errors import InputError, LakehouseError, first_line
 from lakehouse.lease import Lease, table_lease
 from lakehouse.output import Progress, Steps, quiet
 from lakehouse.storage import join
@@ -81,7 +81,7 @@ class Request:
         """The request as messages and the audit show it."""
         if self.where is not None:
             return f"--where {self.where!r}"
-        n = 0 if self.keys is None else self.keys.num_rows
+        n = "?" if self.keys is None else self.keys.num_rows
         return f"--keys ({n} key(s), sha256 {self.keys_sha256})"
 
 
@@ -254,6 +254,13 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
         crashpoints.reached("erase_after_save")
     number = int(doc["number"])
     done: dict[str, Any] = doc.setdefault("done", {})
+    if not {"staged", "live", "archive", "rejects"} <= set(done) and delta_log.exists(paths.archive):
+        # what a crashed archiving run left first, as the next run would: live rows the archive
+        # holds purged (else a row erased from both would be counted twice), the books repaired
+        steps.at("recover")
+        from lakehouse.archive import recover
+
+        recover.recover(spark_factory(), d, paths)
 
     def finished(part: str, value: Any) -> None:
         done[part] = value
@@ -293,8 +300,8 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
     crashpoints.reached("erase_after_audit")
     if lease is not None:
         lease.check()
+    storage.delete(_state(paths))  # first: a saved delete always has its keys
     storage.delete(join(paths.root, "_state", KEYS))
-    storage.delete(_state(paths))
     return result
 
 
@@ -315,12 +322,18 @@ def _finish(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
             paths: TablePaths, lease: Lease | None, report: Progress) -> DeleteResult | None:
     doc = _saved(paths)  # (read again under the lease: another process may have finished it)
     if doc is None:
+        storage.delete(join(paths.root, "_state", KEYS))  # a delete killed before its save: its keys go
         return None
+    if {"staged", "live", "archive", "rejects"} <= set(doc.get("done") or {}):  # only the audit left
+        req = Request(definition.name, "FALSE", where=doc.get("where"), keys_sha256=doc.get("keys_sha256"))
+        return execute(spark_factory, warehouse, definition, req, lease, report, doc)
     try:
         req = _saved_request(definition, paths, doc)
     except (InputError, OSError) as e:
-        raise LakehouseError(f"delete {definition.name}: erasure {doc.get('number')} was interrupted and cannot be "
-                             f"finished: {e}; its saved request is {_state(paths)}") from None
+        raise LakehouseError(
+            f"delete {definition.name}: erasure {doc.get('number')} was interrupted and cannot be finished: "
+            f"{first_line(e)}; fix that, or give it up by removing {_state(paths)} (its steps done are in it)"
+        ) from None
     return execute(spark_factory, warehouse, definition, req, lease, report, doc)
 
 
@@ -342,6 +355,8 @@ def run_delete(spark_factory: Callable[[], SparkSession], warehouse: str, defini
                 raise InputError(f"delete {d.name} --purge: no delete to purge (every delete of {d.name} is "
                                  "purged already)")
             return _purge(spark_factory, warehouse, d, pending[-1].number, None, report)
+    if dry_run and purge:
+        raise InputError(f"delete {d.name}: --dry-run shows what the delete would erase; run it without --purge")
     req = request(d, where, keys)  # before any engine starts: a bad request costs nothing
     if dry_run:
         return plan(spark_factory(), d, paths, req, next_number(warehouse, paths))
@@ -359,9 +374,21 @@ def purge_due(spark_factory: Callable[[], SparkSession], warehouse: str, definit
     are older than the retention (their superseded files went with Delta's VACUUM) have the rest
     of their copies removed, the history cut right after the versions the last of them left
     (time travel to any later moment keeps working); None when none is due."""
-    now = dt.datetime.now(UTC)
-    due = [e for e in audit.history(warehouse, definition.name)
-           if not e.purged and e.at <= now - dt.timedelta(seconds=retain_seconds)]
+    import math
+
+    paths = TablePaths(warehouse, definition.name)
+    horizon = dt.datetime.now(UTC) - dt.timedelta(hours=math.ceil(retain_seconds / 3600))  # VACUUM's, rounded up
+
+    def finished(e: audit.Erasure) -> dt.datetime:
+        """When the delete's last commit landed (a delete finished after a crash: later than it began)."""
+        at = e.at
+        for part, v in json.loads(e.versions or "{}").items():
+            found = next((c for c in delta_log.commits(getattr(paths, part)) if c.version == int(v)), None)
+            if found is not None:
+                at = max(at, found.at)
+        return at
+
+    due = [e for e in audit.history(warehouse, definition.name) if not e.purged and finished(e) <= horizon]
     if not due:
         return None
     versions = json.loads(due[-1].versions or "{}")
@@ -383,6 +410,8 @@ def _purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition
     Steps(f"delete {definition.name}", report).at("purge")
     done = purge(spark_factory, warehouse, definition, number,
                  match or (lambda rows: pa.array([False] * rows.num_rows, pa.bool_())), after)
+    if done.busy_sources:  # their finished staging may hold released copies: not purged until it goes
+        return done
     now = dt.datetime.now(UTC)
     for e in audit.history(warehouse, definition.name):
         if not e.purged and e.number <= number:

@@ -1,5 +1,6 @@
 """Purging a delete's bytes (``lakehouse delete --purge``): after it, no file under the warehouse
-holds a row the delete erased.
+holds a row the delete erased (rejected records it could not judge, reported as such, stay in
+rejects; a ``--where`` predicate stays in the audit as given).
 
 Where copies of an erased row can still be after the delete, and how each goes (under the
 table's lease, taken by the caller; the stream's lease while live and rejects are cut, so no
@@ -93,6 +94,8 @@ def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition:
     d = definition
     paths = TablePaths(warehouse, d.name)
     out = Purged(number)
+    if delta_log.exists(paths.archive):  # the books first: the cut removes the commits a repair reads
+        recover.recover(spark_factory(), d, paths)
     out.staged_folders = purge_staged(Stream(spark_factory, d, paths), match, number)
     found = finished_staging(paths, execute=True, inbox=True)
     out.staging_folders, out.inbox_files, out.busy_sources = len(found.staging), len(found.inbox), found.busy_sources
@@ -104,7 +107,7 @@ def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition:
                 out.parts[part] = cut_table(path, number, None if after is None else after.get(part))
                 crashpoints.reached(f"purge_after_{part}_cut")
     if delta_log.exists(paths.archive):
-        out.vector_files = recover.cleaned(paths)[0]
+        out.vector_files = recover.cleaned(paths)[0]  # (any a crash left since)
     out.quality_samples = results.clear_samples(warehouse, d.name)
     out.quality_files = gx.forget_validations(warehouse, d.name)
     if delta_log.exists(results.results_path(warehouse)):

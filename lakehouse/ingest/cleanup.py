@@ -43,10 +43,15 @@ def finished_staging(paths: TablePaths, execute: bool, archive: bool = True, inb
     out = Cleanup()
     folder = paths.staging
     names = storage.list_names(folder)
-    try:
-        referenced = {os.path.basename(p.rstrip("/")) for p in StreamStore(paths).referenced()}
-    except Exception:  # noqa: BLE001 - unreadable stream state: keep every ingest staging
-        referenced = {n for n in names if n.startswith("ingest-")}
+
+    def referenced() -> set[str]:
+        """The staging the stream still reads, as of now (read under the source's lock: a batch
+        of that source registered a moment ago is in it)."""
+        try:
+            return {os.path.basename(p.rstrip("/")) for p in StreamStore(paths).referenced()}
+        except Exception:  # noqa: BLE001 - unreadable stream state: keep every ingest staging
+            return {n for n in names if n.startswith("ingest-")}
+
     store = StateStore(paths)
     done: list[str] = [join(folder, n) for n in names if archive and n.startswith("archive-")]
     for state in store.all():
@@ -67,8 +72,9 @@ def finished_staging(paths: TablePaths, execute: bool, archive: bool = True, inb
                             mine.remove(name)
                         discard(paths, store, fresh, batch)
                 pending = {b.number for b in fresh.pending}
+                needed = referenced()
                 finished = [n for n in mine if int(n[len(prefix):]) < fresh.next_batch
-                            and int(n[len(prefix):]) not in pending and n not in referenced]
+                            and int(n[len(prefix):]) not in pending and n not in needed]
                 out.staging_bytes += sum(disk_usage(join(folder, n))[1] for n in finished)
                 if execute:
                     for n in finished:

@@ -61,7 +61,8 @@ def history(warehouse: str, table: str, check: str | None = None) -> list[dict[s
 
 
 def clear_samples(warehouse: str, table: str) -> int:
-    """Empty the samples of ``table``'s results on record (a delete's purge: a sample may show an
+    """Empty the samples of ``table``'s results on record, and what they observed unless it is a
+    number (a delete's purge: a sample, a column's maximum or its distinct values may show an
     erased row; the outcomes and counts stay); results changed."""
     path = results_path(warehouse)
     if not delta_log.exists(path):
@@ -73,12 +74,24 @@ def clear_samples(warehouse: str, table: str) -> int:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        hit = pc.and_(pc.equal(t["table_name"], table), pc.not_equal(pc.fill_null(t["sample"], "[]"), "[]"))
-        changed = int(pc.sum(hit).as_py() or 0)
+        mine = pc.equal(t["table_name"], table)
+        sampled = pc.and_(mine, pc.not_equal(pc.fill_null(t["sample"], "[]"), "[]"))
+        valued = pc.and_(mine, pa.array([not _plain(o) for o in t["observed"].to_pylist()], pa.bool_()))
+        changed = int(pc.sum(pc.or_(sampled, valued)).as_py() or 0)
         if not changed:
             return None
-        col = t.schema.get_field_index("sample")
-        return t.set_column(col, "sample", pc.if_else(hit, pa.scalar("[]"), t["sample"]))
+        t = t.set_column(t.schema.get_field_index("sample"), "sample", pc.if_else(sampled, pa.scalar("[]"), t["sample"]))
+        return t.set_column(t.schema.get_field_index("observed"), "observed",
+                            pc.if_else(valued, pa.scalar("null"), t["observed"]))
 
     delta_log.rewrite_records(path, change)
     return changed
+
+
+def _plain(observed: str | None) -> bool:
+    """Whether a result's observed value (JSON) is a count or a number, not a value of a row."""
+    try:
+        v = json.loads(observed or "null")
+    except ValueError:
+        return False
+    return v is None or isinstance(v, (bool, int, float))
