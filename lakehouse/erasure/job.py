@@ -7,8 +7,10 @@ operations take the stream's own lease, one at a time):
 1. **Number and save** (``_state/erasure.json``, and the keys in ``_state/erasure-keys.parquet``):
    the erasure's number N (one above any erasure a part's log, the audit or a saved delete
    knows) and what it erases, saved before anything changes; a delete killed at any step is
-   finished from here by the next delete or archiving run. [erase_after_save]
-2. **Staged rows** (``Stream.erase``): first, since a release after this step carries no
+   finished from here by the next delete or archiving run. [erase_after_save] Then what a
+   crashed archiving run left is finished, as the next run would (``archive.recover``): live
+   rows the archive holds purged, the books repaired.
+2. **Staged rows** (``stream.erase``): first, since a release after this step carries no
    matched row (releases finished before it are in live for step 3). [erase_after_staged]
 3. **Live** (``live.erase``: Spark ``DELETE``, SetTransaction (``lakehouse.erasure``, N)).
    [erase_after_live]
@@ -17,6 +19,8 @@ operations take the stream's own lease, one at a time):
 5. **Rejects** (``rejects.erase_matching``: one commit with N). [erase_after_rejects]
 6. **Audit** (``audit.record``, once per N), then the saved delete is removed.
    [erase_after_audit]
+7. With ``--purge``: ``purge.purge`` (its own crash points), then the deletes it covers are
+   marked purged in the audit.
 
 Each step saves what it did into the saved delete as it finishes, and is skipped by a part
 that holds N already, so a finished step is never run twice and the audit counts every row
