@@ -81,6 +81,19 @@ stream: {allowed_lateness: 0}
 """
 """A keyed table of the stream tests (a later version of a key replaces it)."""
 
+SALES = """
+name: sales
+columns:
+  - {name: id, type: string, nullable: false}
+  - {name: shop, type: int}
+  - {name: price, type: double}
+  - {name: at, type: timestamp, nullable: false}
+primary_key: [id]
+event_time: at
+archive: {delay: 1d, sort_columns: [shop], vectors: all}
+"""
+"""A keyed table of the erasure tests, every column a vector file."""
+
 CLICKS = """
 name: clicks
 columns:

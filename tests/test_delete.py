@@ -18,22 +18,11 @@ from lakehouse.archive.state import current_snapshot
 from lakehouse.erasure.job import DeletePlan, DeleteResult
 from lakehouse.errors import InputError
 from lakehouse.ingest.producer import to_micros
-from tests.conftest import Project
+from tests.conftest import SALES, Project
 
 pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
-SALES = """
-name: sales
-columns:
-  - {name: id, type: string, nullable: false}
-  - {name: shop, type: int}
-  - {name: price, type: double}
-  - {name: at, type: timestamp, nullable: false}
-primary_key: [id]
-event_time: at
-archive: {delay: 1d, sort_columns: [shop], vectors: all}
-stream: {allowed_lateness: 30d}
-"""
+STREAMED = SALES + "stream: {allowed_lateness: 30d}\n"
 COLUMNS = ["id", "shop", "price", "at"]
 
 
@@ -61,7 +50,7 @@ def build(project: Project) -> tuple[dict[str, dict[str, Any]], Any]:
     """sales: days 16..18 and 19 before 12:00 archived (cutoff 2026-11-19T12:00), late rows of
     the 17th waiting in live below it, rows of the 19th and 20th in live, two rejects (one of
     shop 1), and rows a producer staged that wait for another's bound (22:00 on the 20th)."""
-    project.table(SALES)
+    project.table(STREAMED)
     project.create("sales")
     lh = project.lh
     model: dict[str, dict[str, Any]] = {}

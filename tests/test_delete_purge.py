@@ -22,22 +22,11 @@ import pytest
 
 from lakehouse.errors import InputError, QueryError
 from tests.conftest import Project, cli_in_process
-from tests.test_delete import COLUMNS, Clock
+from tests.test_delete import COLUMNS, STREAMED, Clock
 
 pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
-SALES = """
-name: sales
-columns:
-  - {name: id, type: string, nullable: false}
-  - {name: shop, type: int}
-  - {name: price, type: double}
-  - {name: at, type: timestamp, nullable: false}
-primary_key: [id]
-event_time: at
-archive: {delay: 1d, sort_columns: [shop], vectors: all}
-stream: {allowed_lateness: 30d}
-quality:
+CHECKED = STREAMED + """quality:
   - expect_column_values_to_be_between: {column: price, min_value: 0, max_value: 1000}
 """
 VICTIM = "vic-zq"
@@ -73,7 +62,7 @@ def holders(root: Path) -> dict[str, str]:
 
 @pytest.fixture
 def victims(spark: Any, project: Project) -> Project:
-    project.table(SALES)
+    project.table(CHECKED)
     project.create("sales")
     lh = project.lh
     rows = [[f"s{i}", i % 5, float(i), f"2026-11-{16 + i % 4:02d}T{i % 12:02d}:00:00Z"] for i in range(60)]

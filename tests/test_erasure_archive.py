@@ -17,21 +17,10 @@ from lakehouse.archive.state import current_snapshot, day_rows
 from lakehouse.erasure import archive
 from lakehouse.erasure.predicate import parse
 from lakehouse.errors import LakehouseError
-from tests.conftest import Project
+from tests.conftest import SALES, Project
 
 pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
-SALES = """
-name: sales
-columns:
-  - {name: id, type: string, nullable: false}
-  - {name: shop, type: int}
-  - {name: price, type: double}
-  - {name: at, type: timestamp, nullable: false}
-primary_key: [id]
-event_time: at
-archive: {delay: 1d, sort_columns: [shop], vectors: all}
-"""
 COLUMNS = ["id", "shop", "price", "at"]
 
 

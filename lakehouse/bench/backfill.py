@@ -20,6 +20,7 @@ from typing import Any
 
 from lakehouse.bench.sampling import Side, measure, median_of, ratio
 from lakehouse.bench.workload import (
+    Copies,
     archive_run,
     copy_of,
     generate_live,
@@ -55,14 +56,8 @@ def bench_backfill(master: str, rows: int, days: int, repeats: int = 3, warmup: 
         if first.rows_archived != rows or len(first.plan.days) != days:
             raise RuntimeError(f"bench backfill: {first.rows_archived} rows over {len(first.plan.days)} days archived")
         generate_live(spark, backfilled.paths("bench").live, LATE, start, 3, load="late", first_id=rows)
-        projects: dict[str, Any] = {}
-
-        def fresh(side: str, template: Any, i: int) -> None:
-            """A fresh copy of ``template``'s table for run ``i`` of ``side`` (the previous one goes)."""
-            old = projects.pop(side, None)
-            if old is not None:
-                shutil.rmtree(old.settings.project, ignore_errors=True)
-            projects[side] = copy_of(template, root / f"{side}-{i + 2}", master)
+        projects = Copies(root, master)
+        fresh = projects.fresh
 
         def backfill(i: int) -> Any:
             """The timed backfill: one archive run of every day."""

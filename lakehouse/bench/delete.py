@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from lakehouse.bench.sampling import Side, measure, median_of, ratio
-from lakehouse.bench.workload import START, archive_run, copy_of, generate_live, make_project
+from lakehouse.bench.workload import (
+    START,
+    Copies,
+    archive_run,
+    copy_of,
+    generate_live,
+    make_project,
+)
 from lakehouse.output import Progress, quiet
 
 
@@ -54,20 +61,16 @@ def bench_delete(master: str, rows: int = 10_000_000, days: int = 30, keys: int 
         files = {"delete": root / "keys-spread.txt", "delete_few": root / "keys-few.txt"}
         files["delete"].write_text("\n".join(spread) + "\n")
         files["delete_few"].write_text("\n".join(few) + "\n")
-        projects: dict[str, Any] = {}
-
-        def fresh(side: str, template: Any, i: int) -> None:
-            """A fresh copy of ``template``'s table for run ``i`` of ``side`` (the previous one goes)."""
-            old = projects.pop(side, None)
-            if old is not None:
-                shutil.rmtree(old.settings.project, ignore_errors=True)
-            projects[side] = copy_of(template, root / f"{side}-{i + 2}", master)
+        projects = Copies(root, master)
+        fresh = projects.fresh
 
         def delete(side: str, want: int) -> Side:
             def run(i: int) -> Any:
+                from lakehouse.erasure.job import DeleteResult
+
                 r = projects[side].delete("bench", keys=str(files[side]))
-                if r.rows != want:
-                    raise RuntimeError(f"bench delete: {side}: {r.rows} rows erased of {want}")
+                if not isinstance(r, DeleteResult) or r.rows != want:
+                    raise RuntimeError(f"bench delete: {side}: {getattr(r, 'rows', None)} rows erased of {want}")
                 return r
 
             return Side(run, lambda i: fresh(side, archived, i))

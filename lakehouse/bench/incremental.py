@@ -24,6 +24,7 @@ from typing import Any
 from lakehouse.bench.sampling import Side, measure, median_of, ratio
 from lakehouse.bench.workload import (
     START,
+    Copies,
     archive_run,
     copy_of,
     generate_live,
@@ -61,14 +62,8 @@ def bench_incremental(master: str, rows: int = 3_100_000, days: int = 30, repeat
         day_rows.write.format("delta").partitionBy(PARTITION_COLUMN).save(day_source)
         n_day = spark.read.format("delta").load(day_source).count()
         now = begin + dt.timedelta(days=days + 1) + delay
-        projects: dict[str, Any] = {}
-
-        def fresh(side: str, template: Any, i: int) -> None:
-            """A fresh copy of ``template``'s table for run ``i`` of ``side`` (the previous one goes)."""
-            old = projects.pop(side, None)
-            if old is not None:
-                shutil.rmtree(old.settings.project, ignore_errors=True)
-            projects[side] = copy_of(template, root / f"{side}-{i + 2}", master)
+        projects = Copies(root, master)
+        fresh = projects.fresh
 
         def archive(side: str, want: int) -> Side:
             """The side of an archive run that must archive ``want`` rows."""

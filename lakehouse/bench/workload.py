@@ -155,6 +155,28 @@ def archive_run(lh: Any, now: dt.datetime, ledger: bool, one_pass: bool = True) 
                        one_pass=one_pass)
 
 
+class Copies:
+    """Fresh copies of template tables for timed runs, one project per side at a time (the
+    previous run's goes when the next one's is made)."""
+
+    def __init__(self, root: Path, master: str) -> None:
+        self.root = root
+        self.master = master
+        self.projects: dict[str, Lakehouse] = {}
+
+    def fresh(self, side: str, template: Lakehouse, i: int) -> None:
+        """A fresh copy of ``template``'s table for run ``i`` of ``side``."""
+        import shutil
+
+        old = self.projects.pop(side, None)
+        if old is not None:
+            shutil.rmtree(old.settings.project, ignore_errors=True)
+        self.projects[side] = copy_of(template, self.root / f"{side}-{i + 2}", self.master)
+
+    def __getitem__(self, side: str) -> Lakehouse:
+        return self.projects[side]
+
+
 def copy_of(template: Lakehouse, folder: Path, master: str) -> Lakehouse:
     """A new project in ``folder`` whose bench table is a copy of ``template``'s (its live,
     archive and bookkeeping), for a run that must start from the same table every time."""
