@@ -46,10 +46,10 @@ def test_bench_incremental_archives_one_new_day_against_the_full_rebuild(spark: 
 def test_bench_delete_rewrites_only_the_days_holding_a_key(spark: Any) -> None:
     from lakehouse.bench import bench_delete
 
-    doc = bench_delete(MASTER, rows=8_000, days=4, keys=40, few_days=1, repeats=1, warmup=False)
+    doc = bench_delete(MASTER, rows=8_000, days=4, keys=40, few_days=2, repeats=1, warmup=False)
     _sides_ran(doc, {"delete", "delete_few", "rearchive"})
     assert doc["keys"] == doc["keys_few"] == 40
-    assert doc["delete_wrote"]["days_rewritten"] == 4 and doc["delete_few_wrote"]["days_rewritten"] == 1
+    assert doc["delete_wrote"]["days_rewritten"] == 4 and doc["delete_few_wrote"]["days_rewritten"] == 2
     assert 0 < doc["delete_few_wrote"]["bytes_written"] < doc["delete_wrote"]["bytes_written"] < 2 * doc["archive_bytes"]
     assert doc["delete_wrote"]["rows_rewritten"] == 8_000 - 40
     assert doc["ratio_delete_to_rearchive"]["median"] > 0

@@ -102,9 +102,11 @@ def test_after_a_purge_no_file_holds_a_deleted_key_or_value(victims: Project, tm
     time.sleep(1.1)
     keys = tmp_path / "victims.txt"
     keys.write_text("\n".join(f"{VICTIM}{n:03d}" for n in range(1, 9)) + "\n")
-    res = lh.delete("sales", keys=str(keys), purge=True)
-    assert (res.archive["rows"], res.live, res.staged, res.rejects) == (3, 3, 1, 1), res
-    assert res.purged is not None and set(res.purged["parts"]) == {"live", "archive", "rejects", "quality results"}
+    run = cli_in_process(p, "delete", "sales", "--keys", str(keys), "--purge")
+    assert run.returncode == 0, run.stderr
+    assert "erasure 1 (--keys (8 key(s), sha256" in run.stdout and "purged up to erasure 1: live" in run.stdout
+    [e] = lh.erasures("sales")
+    assert (e.rows_archive, e.rows_live, e.rows_staged, e.rows_rejects) == (3, 3, 1, 1), e
     assert holders(warehouse) == {}
 
     with pytest.raises(QueryError, match="before the purge of erasure 1") as err:
@@ -123,6 +125,8 @@ def test_after_a_purge_no_file_holds_a_deleted_key_or_value(victims: Project, tm
     assert e.purged and e.purged_at is not None
     with pytest.raises(InputError, match="no delete to purge"):
         lh.delete("sales", purge=True)
+    bad = cli_in_process(p, "delete", "sales", "--keys", str(keys), "--purge", "--dry-run")
+    assert bad.returncode == 1 and "without --purge" in bad.stderr
     doc = json.loads(cli_in_process(p, "delete", "--history", "--format", "json").stdout)
     assert doc[0]["purged"] is True
 
@@ -146,3 +150,4 @@ def test_the_vacuum_job_purges_a_delete_once_it_is_older_than_the_retention(vict
     ids = lh.query("SELECT id FROM sales", engine="duckdb").column("id").to_pylist()
     assert sorted(ids) == sorted([f"s{i}" for i in range(60)] + ["s900"])
     assert lh.vacuum("sales", retain="0s", force=True).purged_erasure is None  # once
+

@@ -55,9 +55,12 @@ def bench_delete(master: str, rows: int = 10_000_000, days: int = 30, keys: int 
         frame = spark.read.format("delta").load(archived.paths("bench").archive)
         step = max(1, rows // keys)
         spread = [f"T{i}" for i in range(0, rows, step)][:keys]
-        few = sorted(r[0] for r in frame.where(F.col(PARTITION_COLUMN) < F.lit((begin + dt.timedelta(days=few_days))
-                                                                               .date().isoformat()).cast("date"))
-                     .select("trip_id").limit(keys).collect())
+        few: list[str] = []
+        for k in range(few_days):  # the same number of keys from each of the first few days
+            day = (begin + dt.timedelta(days=k)).date().isoformat()
+            n = keys // few_days + (1 if k < keys % few_days else 0)
+            few += [r[0] for r in frame.where(F.col(PARTITION_COLUMN) == F.lit(day).cast("date"))
+                    .select("trip_id").limit(n).collect()]
         files = {"delete": root / "keys-spread.txt", "delete_few": root / "keys-few.txt"}
         files["delete"].write_text("\n".join(spread) + "\n")
         files["delete_few"].write_text("\n".join(few) + "\n")
