@@ -56,6 +56,9 @@ def cut_at(path: str, version: int, txn: tuple[str, int]) -> Cut:
     if version >= (latest(path) or 0):
         return cut(path, txn)
     first = version + 1
+    have = first_readable(path)
+    if have is not None and have >= first:  # cut there or later already (an earlier purge)
+        return Cut(have, 0)
     open_table(path, first).create_checkpoint()
     return Cut(first, drop_before(path, first))
 

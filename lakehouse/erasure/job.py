@@ -243,6 +243,14 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
     paths = TablePaths(warehouse, d.name)
     steps = Steps(f"delete {d.name}", report)
     resumed = doc is not None
+    if (doc is None or not {"staged", "live", "archive", "rejects"} <= set(doc.get("done") or {})) \
+            and delta_log.exists(paths.archive):
+        # what a crashed archiving run left first, as the next run would: live rows the archive
+        # holds purged (else a row erased from both would be counted twice), the books repaired
+        steps.at("recover")
+        from lakehouse.archive import recover
+
+        recover.recover(spark_factory(), d, paths)
     if doc is None:
         steps.at("save")
         number = next_number(warehouse, paths)
@@ -258,13 +266,6 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
         crashpoints.reached("erase_after_save")
     number = int(doc["number"])
     done: dict[str, Any] = doc.setdefault("done", {})
-    if not {"staged", "live", "archive", "rejects"} <= set(done) and delta_log.exists(paths.archive):
-        # what a crashed archiving run left first, as the next run would: live rows the archive
-        # holds purged (else a row erased from both would be counted twice), the books repaired
-        steps.at("recover")
-        from lakehouse.archive import recover
-
-        recover.recover(spark_factory(), d, paths)
 
     def finished(part: str, value: Any) -> None:
         done[part] = value
@@ -414,7 +415,11 @@ def _purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition
     Steps(f"delete {definition.name}", report).at("purge")
     done = purge(spark_factory, warehouse, definition, number,
                  match or (lambda rows: pa.array([False] * rows.num_rows, pa.bool_())), after)
-    if done.busy_sources:  # their finished staging may hold released copies: not purged until it goes
+    from lakehouse.ingest.state import is_files_source
+
+    if any(is_files_source(s) for s in done.busy_sources):
+        # a producer's insert under way: its finished staging may hold released copies, not purged
+        # until it goes (a landing directory's run removes its own batches' staging as it goes)
         return done
     now = dt.datetime.now(UTC)
     for e in audit.history(warehouse, definition.name):

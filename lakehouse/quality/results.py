@@ -61,9 +61,9 @@ def history(warehouse: str, table: str, check: str | None = None) -> list[dict[s
 
 
 def clear_samples(warehouse: str, table: str) -> int:
-    """Empty the samples of ``table``'s results on record, and what they observed unless it is a
-    number (a delete's purge: a sample, a column's maximum or its distinct values may show an
-    erased row; the outcomes and counts stay); results changed."""
+    """Empty the samples of ``table``'s results on record and what they observed (a delete's
+    purge: a sample, a column's maximum or its distinct values may show an erased row's value;
+    the outcomes and unexpected counts stay); results changed."""
     path = results_path(warehouse)
     if not delta_log.exists(path):
         return 0
@@ -76,7 +76,7 @@ def clear_samples(warehouse: str, table: str) -> int:
 
         mine = pc.equal(t["table_name"], table)
         sampled = pc.and_(mine, pc.not_equal(pc.fill_null(t["sample"], "[]"), "[]"))
-        valued = pc.and_(mine, pa.array([not _plain(o) for o in t["observed"].to_pylist()], pa.bool_()))
+        valued = pc.and_(mine, pc.not_equal(pc.fill_null(t["observed"], "null"), "null"))
         changed = int(pc.sum(pc.or_(sampled, valued)).as_py() or 0)
         if not changed:
             return None
@@ -87,11 +87,3 @@ def clear_samples(warehouse: str, table: str) -> int:
     delta_log.rewrite_records(path, change)
     return changed
 
-
-def _plain(observed: str | None) -> bool:
-    """Whether a result's observed value (JSON) is a count or a number, not a value of a row."""
-    try:
-        v = json.loads(observed or "null")
-    except ValueError:
-        return False
-    return v is None or isinstance(v, (bool, int, float))
