@@ -36,8 +36,8 @@ OPS = {"erase_after_archive_commit": "delete", "erase_after_archive": "archive"}
 """A delete killed between its archive commit and its ledger rows, finished by another delete of
 the same days: the books are repaired before that one checks them."""
 RANDOM = [int(s) for s in os.environ.get("LAKEHOUSE_TEST_SEEDS", "").split(",") if s] or [
-    dt.date.today().toordinal() * 10 + k for k in range(2)]
-"""Seeds of the day (the same in every xdist worker, new each day); LAKEHOUSE_TEST_SEEDS=... replays."""
+    dt.date.today().toordinal() * 10 + k for k in range(1)]
+"""A seed of the day (the same in every xdist worker, new each day); LAKEHOUSE_TEST_SEEDS=a,b,... runs others."""
 
 
 @pytest.fixture(scope="module")
