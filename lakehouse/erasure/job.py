@@ -384,13 +384,17 @@ def purge_due(spark_factory: Callable[[], SparkSession], warehouse: str, definit
     paths = TablePaths(warehouse, definition.name)
     horizon = dt.datetime.now(UTC) - dt.timedelta(hours=math.ceil(retain_seconds / 3600))  # VACUUM's, rounded up
 
+    listed: dict[str, dict[int, dt.datetime]] = {}  # each part's log listed once
+
     def finished(e: audit.Erasure) -> dt.datetime:
         """When the delete's last commit landed (a delete finished after a crash: later than it began)."""
         at = e.at
         for part, v in json.loads(e.versions or "{}").items():
-            found = next((c for c in delta_log.commits(getattr(paths, part)) if c.version == int(v)), None)
+            if part not in listed:
+                listed[part] = {c.version: c.at for c in delta_log.commits(getattr(paths, part))}
+            found = listed[part].get(int(v))
             if found is not None:
-                at = max(at, found.at)
+                at = max(at, found)
         return at
 
     due = [e for e in audit.history(warehouse, definition.name) if not e.purged and finished(e) <= horizon]

@@ -94,8 +94,8 @@ def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition:
     d = definition
     paths = TablePaths(warehouse, d.name)
     out = Purged(number)
-    if delta_log.exists(paths.archive):  # the books first: the cut removes the commits a repair reads
-        recover.recover(spark_factory(), d, paths)
+    if delta_log.exists(paths.archive):  # the books first: the cut removes the commits a repair reads;
+        out.vector_files = recover.recover(spark_factory(), d, paths)[1]  # superseded vector files with it
     out.staged_folders = purge_staged(Stream(spark_factory, d, paths), match, number)
     found = finished_staging(paths, execute=True, inbox=True)
     out.staging_folders, out.inbox_files, out.busy_sources = len(found.staging), len(found.inbox), found.busy_sources
@@ -106,8 +106,6 @@ def purge(spark_factory: Callable[[], SparkSession], warehouse: str, definition:
             if delta_log.exists(path):
                 out.parts[part] = cut_table(path, number, None if after is None else after.get(part))
                 crashpoints.reached(f"purge_after_{part}_cut")
-    if delta_log.exists(paths.archive):
-        out.vector_files = recover.cleaned(paths)[0]  # (any a crash left since)
     out.quality_samples = results.clear_samples(warehouse, d.name)
     out.quality_files = gx.forget_validations(warehouse, d.name)
     if delta_log.exists(results.results_path(warehouse)):
