@@ -328,7 +328,8 @@ def test_commands_run_in_the_host_with_the_callers_folder_environment_streams_an
     proc = _watching(root, tmp_path, {})
     try:
         [child] = wait_until(lambda: _host_children(host["pid"]))
-        assert os.readlink(f"/proc/{child}/cwd") == str(tmp_path)
+        # forked first, then it takes the caller's folder (before the command runs): wait for that
+        wait_until(lambda: os.readlink(f"/proc/{child}/cwd") == str(tmp_path), 10)
         for fd in (0, 1, 2):  # the caller's own pipes, not copies
             assert os.readlink(f"/proc/{child}/fd/{fd}") == os.readlink(f"/proc/{proc.pid}/fd/{fd}")
         time.sleep(2)  # past the watch's first scan
