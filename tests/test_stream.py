@@ -416,3 +416,30 @@ def test_an_insert_killed_before_registration_is_discarded_by_vacuum_when_its_pr
     assert again.discarded == [] and again.rows_loaded == 1
     a.detach()
     assert users(project) == [3] and project.lh.rejects("clicks") == []
+
+
+def test_a_warehouse_moved_elsewhere_keeps_its_staged_rows_and_releases_them(spark: Any, project: Project,
+                                                                           tmp_path: Any) -> None:
+    import shutil
+
+    from tests.conftest import Project as Proj
+
+    clicks(project)
+    clock = Clock("2026-11-20T12:00:00Z")
+    t = project.lh.table("clicks")
+    p1, p2 = t.producer("P1", clock=clock), t.producer("P2", clock=clock)
+    p1.attach("2026-11-20T10:00:00Z")
+    p2.attach("2026-11-20T10:05:00Z")
+    assert p2.insert([row(2, "2026-11-20T10:05:00Z")]).as_dict()["rows_staged"] == 1
+    # the state names staged rows relative to the table's folder
+    state = json.loads((project.root / "warehouse" / "clicks" / "_stream" / "state.json").read_text())
+    [seg] = state["segments"]
+    assert not seg["data"]["path"].startswith("/") and seg["data"]["path"].startswith("_staging/")
+    moved = tmp_path / "elsewhere" / "proj"
+    moved.parent.mkdir()
+    shutil.move(str(project.root), str(moved))
+    there = Proj(moved)
+    assert there.lh.stream_status("clicks", "2026-11-20T12:00:00Z")["staged"] == 1
+    there.lh.table("clicks").producer("P1", clock=clock).detach()
+    assert users(there) == [2]
+    assert there.lh.stream_status("clicks", "2026-11-20T12:00:00Z")["staged"] == 0

@@ -7,7 +7,9 @@
   producers in several processes, and on several machines sharing the warehouse, change it one
   at a time; a holder killed on this machine frees it at once, elsewhere at its expiry.
 
-Staged rows stay where the write path staged them (``_staging/...``); a segment names them.
+Staged rows stay where the write path staged them (``_staging/...``); a segment names them,
+relative to the table's folder in the document (a warehouse copied or moved elsewhere, or synced
+to another bucket, keeps its stream), absolute in memory.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class StreamStore:
         except (OSError, ValueError) as e:
             raise LakehouseError(f"{self.state_path}: unreadable stream state: {e}") from None
         try:
-            return StreamState.from_json(data)
+            return StreamState.from_json(self._placed(data, self._absolute))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LakehouseError(f"{self.state_path}: corrupt stream state: {e!r}") from None
 
@@ -68,7 +70,32 @@ class StreamStore:
         when fenced); events are logged by ``commit``, not here."""
         if self.fence is not None:
             self.fence()
-        write_json(self.state_path, state.to_json())
+        write_json(self.state_path, self._placed(state.to_json(), self._relative))
+
+    # The document's fields that name a place under the table's folder: a segment's staging folder
+    # and the folder of its rows (an erasure's rewrite), an insert's rejects' staging folder.
+    _PLACES = (("segments", ("path", "rows")), ("rejects_due", ("staging",)))
+
+    def _placed(self, doc: dict[str, Any], how: Callable[[str], str]) -> dict[str, Any]:
+        """``doc`` with each place ``how`` maps (the document itself, changed in place)."""
+        for part, keys in self._PLACES:
+            for entry in doc.get(part) or []:
+                data = entry.get("data") if isinstance(entry, dict) else None
+                if isinstance(data, dict):
+                    for key in keys:
+                        if isinstance(data.get(key), str) and data[key]:
+                            data[key] = how(data[key])
+        return doc
+
+    def _relative(self, place: str) -> str:
+        """A place under the table's folder as the document keeps it (relative to the folder)."""
+        root = self.paths.root.rstrip("/") + "/"
+        return place[len(root):] if place.startswith(root) else place
+
+    def _absolute(self, place: str) -> str:
+        """A place of the document where this process reaches it (a state saved before places were
+        relative keeps its absolute ones)."""
+        return place if place.startswith("/") or "://" in place else join(self.paths.root, place)
 
     def commit(self, state: StreamState, events: list[Event] | None = None) -> None:
         """Save the state with its new events, then append them to the log: an event is logged
