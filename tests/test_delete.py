@@ -16,6 +16,7 @@ import pytest
 
 from lakehouse.archive.state import current_snapshot
 from lakehouse.erasure.job import DeletePlan, DeleteResult
+from lakehouse.erasure.selection import INLINE_KEYS
 from lakehouse.errors import InputError
 from lakehouse.ingest.producer import to_micros
 from tests.conftest import SALES, Project
@@ -144,12 +145,16 @@ def test_a_delete_by_predicate_reaches_every_part_and_the_books_keep(sales: Any)
     assert visible(project, "spark") == sorted(set(want) | staged_left | (WAITING - gone))
 
 
-def test_a_delete_by_keys_and_requests_refused_in_one_line(sales: Any, tmp_path: Any) -> None:
+@pytest.mark.parametrize("absent", [1, 1500], ids=["an-in-list", "a-join"])
+def test_a_delete_by_keys_and_requests_refused_in_one_line(sales: Any, tmp_path: Any, absent: int) -> None:
+    """A few keys are an IN list in Spark's DELETE; more than INLINE_KEYS, a join (MERGE)."""
     project, model, slow = sales
     lh = project.lh
     keys = tmp_path / "keys.csv"
-    erase = ["s0", "s6", "s102", "s201", "p3", "r2", "nobody"]  # archive, archive, live, live below the cutoff,
-    keys.write_text("id\n" + "\n".join(erase) + "\n")               # staged, a reject, absent
+    erase = ["s0", "s6", "s102", "s201", "p3", "r2"]  # archive, archive, live, live below the cutoff, staged, a reject
+    absentees = [f"nobody{i}" for i in range(absent)]
+    keys.write_text("id\n" + "\n".join(erase + absentees) + "\n")
+    assert (len(erase) + absent > INLINE_KEYS) == (absent > 1)
     res = lh.delete("sales", keys=str(keys))
     assert isinstance(res, DeleteResult)
     assert (res.archive["rows"], res.live, res.staged, res.rejects) == (2, 2, 1, 1)
@@ -157,7 +162,7 @@ def test_a_delete_by_keys_and_requests_refused_in_one_line(sales: Any, tmp_path:
     assert visible(project, "spark") == want and visible(project, "duckdb") == want
     books_keep(project)
     [e] = lh.erasures("sales")
-    assert e.predicate is None and e.keys == 7 and len(e.keys_sha256 or "") == 64
+    assert e.predicate is None and e.keys == len(erase) + absent and len(e.keys_sha256 or "") == 64
 
     again = lh.delete("sales", keys=str(keys))  # nothing is left to erase: a second erasure that finds none
     assert again.number == 2 and again.rows == 0 and again.archive["rows"] == 0

@@ -36,7 +36,7 @@ from lakehouse.archive.stage import read_at
 from lakehouse.archive.state import ERASURE_APP_ID, Snapshot, current_snapshot, day_rows
 from lakehouse.archive.write import HASH_COLUMN, SIDE_COLUMN
 from lakehouse.definitions import PARTITION_COLUMN, TableDefinition
-from lakehouse.erasure.live import matched
+from lakehouse.erasure.selection import Selection, matched
 from lakehouse.errors import CommitConflict, ConservationError
 from lakehouse.lease import Lease
 from lakehouse.storage import join
@@ -74,14 +74,14 @@ class ArchiveErasure:
                 "bytes_written": self.bytes, "vector_files": self.vector_files, "rows_rewritten": self.rows_rewritten}
 
 
-def plan(spark: SparkSession, definition: TableDefinition, paths: TablePaths, condition: str,
+def plan(spark: SparkSession, definition: TableDefinition, paths: TablePaths, selection: Selection,
          snap: Snapshot | None = None) -> tuple[ArchivePlan | None, dict[dt.date, int]]:
     """The rewrite's plan at the archive's version ``snap`` (the latest by default) and the rows
-    the condition matches per day (no plan: nothing archived or nothing matched)."""
+    the selection holds per day (no plan: nothing archived or nothing matched)."""
     snap = snap or current_snapshot(paths.archive)
     if snap.cutoff is None:
         return None, {}
-    days = matched(spark, paths.archive, condition, snap.version)
+    days = matched(spark, paths.archive, selection, snap.version)
     if not days:
         return None, {}
     held = day_rows(paths.archive, snap.version)
@@ -92,23 +92,20 @@ def plan(spark: SparkSession, definition: TableDefinition, paths: TablePaths, co
 
 
 def sided(spark: SparkSession, definition: TableDefinition, paths: TablePaths, plan: ArchivePlan,
-          condition: str) -> DataFrame:
+          selection: Selection) -> DataFrame:
     """The plan's days' rows at its version, each ``kept`` or ``deleted``, with its row hash."""
-    from pyspark.sql import functions as F
-
     from lakehouse.archive.order import days_predicate
 
     assert plan.archive_version is not None
-    side = F.when(F.expr(f"({condition})"), F.lit("deleted")).otherwise(F.lit("kept"))
-    return (read_at(spark, paths.archive, plan.archive_version)
-            .where(days_predicate(plan.days))
-            .select(*archive_columns(definition), side.alias(SIDE_COLUMN))
+    days = read_at(spark, paths.archive, plan.archive_version).where(days_predicate(plan.days))
+    return (selection.sided(spark, days, SIDE_COLUMN)
+            .select(*archive_columns(definition), SIDE_COLUMN)
             .withColumn(HASH_COLUMN, ledger_table.hash_column(stored_columns(definition))))
 
 
-def erase(spark: SparkSession, definition: TableDefinition, paths: TablePaths, condition: str, number: int,
+def erase(spark: SparkSession, definition: TableDefinition, paths: TablePaths, selection: Selection, number: int,
           lease: Lease | None = None, run_id: str | None = None) -> ArchiveErasure:
-    """Delete from the archive the rows ``condition`` matches, as erasure ``number``: the days
+    """Delete from the archive the rows ``selection`` holds, as erasure ``number``: the days
     holding one rewritten without them, one commit. Run under the table's lease."""
     d = definition
     snap = current_snapshot(paths.archive)
@@ -120,7 +117,7 @@ def erase(spark: SparkSession, definition: TableDefinition, paths: TablePaths, c
             done.days = {day: i.deleted.rows for day, i, _ in figures.days}
             done.version, done.figures = int((info or {})["version"]), figures
         return done
-    p, days = plan(spark, d, paths, condition, snap)
+    p, days = plan(spark, d, paths, selection, snap)
     if p is None:
         return ArchiveErasure()
     run_id = run_id or f"e{number}{uuid.uuid4().hex[:8]}"
@@ -129,7 +126,7 @@ def erase(spark: SparkSession, definition: TableDefinition, paths: TablePaths, c
     try:
         onepass.mark(staging, p, run_id, erasure=number)
         task = dataclasses.replace(onepass.write_task(d, paths, p, run_id), generation=number)
-        written = onepass.Written.of(onepass.write_pass(spark, d, paths, p, task, sided(spark, d, paths, p, condition)))
+        written = onepass.Written.of(onepass.write_pass(spark, d, paths, p, task, sided(spark, d, paths, p, selection)))
         refused = f"erasure {number}: nothing was committed to the archive; see lakehouse verify {d.name}"
         figures = dataclasses.replace(checks.pass_conservation(d, paths, p, run_id, written, refused), erasure=number)
         wrong = [day for day, i, _ in figures.days if i.deleted.rows != days.get(day, 0)]

@@ -40,8 +40,9 @@ from lakehouse import crashpoints, delta_log, storage
 from lakehouse.archive.state import ERASURE_APP_ID
 from lakehouse.definitions import TableDefinition
 from lakehouse.erasure import archive, audit, live, matching, rejects
-from lakehouse.erasure.predicate import Predicate, keys_predicate, read_keys
+from lakehouse.erasure.predicate import Predicate, read_keys
 from lakehouse.erasure.purge import Purged
+from lakehouse.erasure.selection import Selection, matched
 from lakehouse.errors import InputError, LakehouseError, first_line
 from lakehouse.lease import Lease, table_lease
 from lakehouse.output import Progress, Steps, quiet
@@ -59,10 +60,10 @@ KEYS = "erasure-keys.parquet"
 
 @dataclass(frozen=True)
 class Request:
-    """What a delete erases: a checked predicate, or keys (and the Spark SQL condition either way)."""
+    """What a delete erases: a checked predicate, or keys (and the rows Spark selects either way)."""
 
     table: str
-    condition: str
+    selection: Selection
     where: str | None = None
     predicate: Predicate | None = None
     keys: pa.Table | None = None
@@ -96,10 +97,10 @@ def request(definition: TableDefinition, where: str | None = None, keys: str | N
         raise InputError(f"delete {definition.name}: give --where PREDICATE or --keys FILE (one of them)")
     if where is not None:
         p = matching.check(definition, where)
-        return Request(definition.name, p.sql, where=where, predicate=p)
+        return Request(definition.name, Selection(p.sql), where=where, predicate=p)
     assert keys is not None
     table = read_keys(definition, keys)
-    return Request(definition.name, keys_predicate(definition, table), keys=table,
+    return Request(definition.name, Selection.of_keys(definition, table), keys=table,
                    keys_sha256=hashlib.sha256(storage.read_bytes(keys)).hexdigest())
 
 
@@ -184,9 +185,9 @@ def plan(spark: SparkSession, definition: TableDefinition, paths: TablePaths, re
     d = definition
     out = DeletePlan(d.name, req.said(), number)
     if delta_log.exists(paths.live):
-        out.live = live.matched(spark, paths.live, req.condition)
+        out.live = matched(spark, paths.live, req.selection)
     if delta_log.exists(paths.archive):
-        out.archive = archive.plan(spark, d, paths, req.condition)[1]
+        out.archive = archive.plan(spark, d, paths, req.selection)[1]
     rows = staged_rows(Stream(lambda: spark, d, paths))
     if rows.num_rows:
         hit = rows.filter(req.matcher(d)(rows))
@@ -223,11 +224,11 @@ def _saved_request(definition: TableDefinition, paths: TablePaths, doc: dict[str
     """The request a saved delete holds."""
     if doc.get("where") is not None:
         p = matching.check(definition, doc["where"])
-        return Request(definition.name, p.sql, where=doc["where"], predicate=p)
+        return Request(definition.name, Selection(p.sql), where=doc["where"], predicate=p)
     import pyarrow.parquet as pq
 
     keys = pq.read_table(storage.arrow_input(join(paths.root, "_state", KEYS)))
-    return Request(definition.name, keys_predicate(definition, keys), keys=keys, keys_sha256=doc.get("keys_sha256"))
+    return Request(definition.name, Selection.of_keys(definition, keys), keys=keys, keys_sha256=doc.get("keys_sha256"))
 
 
 # -- running ----------------------------------------------------------------------------------------
@@ -278,12 +279,12 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
         crashpoints.reached("erase_after_staged")
     if "live" not in done:
         steps.at("live")
-        n = live.erase(spark_factory(), paths, req.condition, number) if delta_log.exists(paths.live) else 0
+        n = live.erase(spark_factory(), paths, req.selection, number) if delta_log.exists(paths.live) else 0
         finished("live", n)
         crashpoints.reached("erase_after_live")
     if "archive" not in done:
         steps.at("archive")
-        a = (archive.erase(spark_factory(), d, paths, req.condition, number, lease)
+        a = (archive.erase(spark_factory(), d, paths, req.selection, number, lease)
              if delta_log.exists(paths.archive) else archive.ArchiveErasure())
         finished("archive", a.as_dict())
         crashpoints.reached("erase_after_archive")
@@ -330,7 +331,7 @@ def _finish(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
         storage.delete(join(paths.root, "_state", KEYS))  # a delete killed before its save: its keys go
         return None
     if {"staged", "live", "archive", "rejects"} <= set(doc.get("done") or {}):  # only the audit left
-        req = Request(definition.name, "FALSE", where=doc.get("where"), keys_sha256=doc.get("keys_sha256"))
+        req = Request(definition.name, Selection("FALSE"), where=doc.get("where"), keys_sha256=doc.get("keys_sha256"))
         return execute(spark_factory, warehouse, definition, req, lease, report, doc)
     try:
         req = _saved_request(definition, paths, doc)
