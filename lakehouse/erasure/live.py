@@ -1,7 +1,8 @@
-"""Erasing from a table's live part (step 3 of a delete): every row the predicate matches, on
-every day (rows below the cutoff waiting for the next archiving run too), with Spark's
-``DELETE`` (or a ``MERGE`` with many keys: ``erasure.selection``). The delete commits with the erasure's SetTransaction (``lakehouse.erasure``, its
-number), so a delete finished again after a crash is skipped by a live table that holds it."""
+"""Erasing from a table's live part (step 3 of a delete): every row the delete selects, on every
+day (rows below the cutoff waiting for the next archiving run too), with Spark's ``DELETE`` (a
+``MERGE`` for many keys: ``erasure.selection``). It commits with the erasure's SetTransaction
+(``lakehouse.erasure``, its number), so a delete finished again after a crash is skipped by a
+live table that holds it."""
 
 from __future__ import annotations
 
