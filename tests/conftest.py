@@ -151,7 +151,7 @@ SCOPE_SECONDS = {
     "test_s3.py": 40, "test_sink_kills.py": 80, "test_changes_kills.py": 100, "test_changes.py": 50,
     "test_sink.py": 30, "test_delete_kills.py": 120, "test_delete_race.py": 45, "test_delete.py": 55,
     "test_delete_purge.py": 90,
-    "test_erasure_archive.py": 30,
+    "test_erasure_archive.py": 30, "test_check_erasure.py": 45,
 }
 """Seconds each scope took in a `make test` of two workers on this machine (the order they start
 in; an unlisted scope is light and starts after these)."""

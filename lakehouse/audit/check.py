@@ -7,6 +7,13 @@ lakehouse.audit.files), then the ``quality:`` expectations through Great Expecta
 in scope read into Spark's cache first, up to ``CACHE_BYTES``, when GE asks for unexpected rows),
 and appends every result to ``<warehouse>/_quality/results`` (``check --history``).
 
+A delete that erases from the table after the versions a run read (``lakehouse delete``, maybe
+with ``--purge``, takes the table's lease; a check takes none) makes the run keep its outcomes and
+counts only: no sample or observed value of it is recorded, and the table's Great Expectations
+validation results and Data Docs pages go (the next check writes them anew); a delete that commits
+while the results are being recorded empties the table's samples on record after them (and, when
+it purged already, cuts the results table's history as its purge did).
+
 ``quality.gate`` runs the same on the staged day batches of an archive run, before its commit
 (``archive.checks: before_commit``).
 """
@@ -19,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import LakehouseError
-from lakehouse.quality import gx
+from lakehouse.quality import gx, results
 from lakehouse.quality.gate import run_invariants
 from lakehouse.quality.model import CheckResult, Report
 from lakehouse.quality.results import record
@@ -39,6 +46,7 @@ CACHE_BYTES = 2 << 30
 jobs per expectation, each reading the rows in scope again (lakehouse.quality.gx.validate). A
 scope whose data files hold up to this many bytes (compressed; its days only, with ``--day``) is
 then read once into Spark's cache (memory, then the executors' disks) and released after."""
+WITHHELD = "values withheld: a delete erased rows of the table during the check"
 
 
 def _frames(spark: "SparkSession", split: "Split", scope: str, day: dt.date | None) -> dict[str, "DataFrame"]:
@@ -87,8 +95,50 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
                                      docs=docs, cache=cache)
     if d.quality and docs:
         report.docs = gx.docs_index(warehouse)
+    if _erased_since(split):  # the rows read may hold values a delete erased meanwhile (and purged)
+        _withhold(report, warehouse)
     record(warehouse, report, trigger)
+    erased = _erased_since(split)
+    if erased:  # ... or it erased them (and purged) while the results were being recorded
+        _forget(warehouse, d.name, split.source.paths.live, erased)
     return report
+
+
+def _erased_since(split: "Split") -> int:
+    """The last erasure a delete committed to live or the archive after the versions the check
+    read (0: none)."""
+    from lakehouse.archive.state import read_snapshot
+
+    paths = split.source.paths
+    found = 0
+    for path, read in ((paths.live, split.live), (paths.archive, split.archive)):
+        now = read_snapshot(path)
+        if now is not None and now.erasures > read.erasures:
+            found = max(found, now.erasures)
+    return found
+
+
+def _forget(warehouse: str, table: str, live: str, erasure: int) -> None:
+    """The values of ``table``'s results on record emptied and its GE validations removed, as a
+    purge does; when ``erasure`` was purged already (before this run's results were recorded), the
+    results table's history is cut as the purge cut it, so no version holds them."""
+    from lakehouse import delta_log
+    from lakehouse.archive.state import PURGE_APP_ID
+
+    results.clear_samples(warehouse, table)
+    gx.forget_validations(warehouse, table)
+    if (delta_log.txn_version(live, PURGE_APP_ID) or 0) >= erasure:
+        delta_log.cut_and_drop(results.results_path(warehouse), (PURGE_APP_ID, erasure))
+
+
+def _withhold(report: Report, warehouse: str) -> None:
+    """Keep a check's outcomes and counts, not the values it saw (samples, what it observed), nor
+    Great Expectations' validation results and Data Docs pages of the table: a delete ran during
+    the check, and what the check read may hold the rows it erased."""
+    for c in report.checks:
+        c.sample, c.observed = [], None
+        c.detail = "; ".join(x for x in (c.detail, WITHHELD) if x)
+    gx.forget_validations(warehouse, report.table)
 
 
 def _scope_bytes(split: "Split", scope: str, files: "ArchiveFiles | None", day: dt.date | None) -> int:

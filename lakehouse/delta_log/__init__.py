@@ -33,7 +33,14 @@ from lakehouse.delta_log.commit_files import (  # noqa: F401 - the package's nam
     txn_commit_info,
     txn_commits,
 )
-from lakehouse.delta_log.cut import Cut, cut, cut_at, drop_unreferenced, first_readable  # noqa: F401 - the package's names
+from lakehouse.delta_log.cut import (  # noqa: F401 - the package's names
+    Cut,
+    cut,
+    cut_and_drop,
+    cut_at,
+    drop_unreferenced,
+    first_readable,
+)
 from lakehouse.errors import first_line
 from lakehouse.objectstore import is_s3
 from lakehouse.sql import literal, spark_ident

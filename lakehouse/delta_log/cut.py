@@ -46,6 +46,14 @@ def cut(path: str, txn: tuple[str, int], user_metadata: str | None = None) -> Cu
     return Cut(marker, drop_before(path, marker))
 
 
+def cut_and_drop(path: str, txn: tuple[str, int]) -> tuple[Cut, int, int]:
+    """``cut`` at a marker ``txn``, then the data files no version from it reads removed: the
+    cut, and the (files, bytes) removed."""
+    started_ms = int(time.time() * 1000)
+    c = cut(path, txn)
+    return (c, *drop_unreferenced(path, started_ms))
+
+
 def cut_at(path: str, version: int, txn: tuple[str, int]) -> Cut:
     """Cut a table's history right after ``version`` (a delete's last commit there): the
     checkpoint of the next version, then the log before it removed; time travel to that version

@@ -27,7 +27,6 @@ any step (crash points ``purge_after_staging``, ``purge_after_<part>_cut``) is f
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -69,12 +68,10 @@ def cut_table(path: str, number: int, after: int | None = None) -> dict[str, int
     """Cut a Delta table's history at a marker of erasure ``number`` and remove the data files no
     version from the marker on reads; with ``after`` (a version), cut right after it instead and
     leave the data files to Delta's VACUUM (a purge after the retention: it removed them)."""
-    started_ms = int(time.time() * 1000)
     if after is not None:
         c = delta_log.cut_at(path, after, (PURGE_APP_ID, int(number)))
         return {"first_version": c.version, "log_files": c.removed, "data_files": 0, "bytes": 0}
-    c = delta_log.cut(path, (PURGE_APP_ID, int(number)))
-    files, size = delta_log.drop_unreferenced(path, started_ms)
+    c, files, size = delta_log.cut_and_drop(path, (PURGE_APP_ID, int(number)))
     return {"first_version": c.version, "log_files": c.removed, "data_files": files, "bytes": size}
 
 
