@@ -342,3 +342,42 @@ def test_key_app_id_and_load_id():
     assert s.app_id == f"lakehouse.ingest.{s.key}"
     assert s.load_id(Batch(12, [])) == f"ingest-{s.key}-00000012"
     assert entry("a", 1).t == T(dt.datetime(2024, 5, 1, 0, 1, tzinfo=UTC), "a")
+
+
+def test_files_under_the_tables_folder_are_kept_relative_and_read_where_the_folder_is(tmp_path: Path) -> None:
+    """A producer's inbox file (under the table's folder) is named relative to it in the document,
+    so a warehouse moved elsewhere reads its own; a file given from outside stays absolute."""
+    import shutil
+
+    from lakehouse import storage
+    from lakehouse.ingest.state import producer_source
+
+    here = StateStore(TablePaths(str(tmp_path / "a" / "warehouse"), "trips"))
+    source = producer_source("app")
+    inbox = storage.join(here.paths.root, "_stream", "inbox", "k", "rows-1.parquet")
+    state = IngestState("trips", source)
+    state.files = {"rows-1.parquet": entry("rows-1.parquet", 1, path=inbox),
+                   "given.csv": entry("given.csv", 2, path="/data/given.csv"),
+                   "plain.csv": entry("plain.csv", 3)}
+    here.save(state)
+    doc = json.loads(Path(here.path(source)).read_text())
+    assert {f["name"]: f["path"] for f in doc["files"]} == {
+        "rows-1.parquet": "_stream/inbox/k/rows-1.parquet", "given.csv": "/data/given.csv", "plain.csv": None}
+    assert here.load(source).files["rows-1.parquet"].path == inbox
+    shutil.move(str(tmp_path / "a"), str(tmp_path / "b"))
+    there = StateStore(TablePaths(str(tmp_path / "b" / "warehouse"), "trips"))
+    got = there.load(source).files
+    assert got["rows-1.parquet"].path == storage.join(there.paths.root, "_stream", "inbox", "k", "rows-1.parquet")
+    assert got["given.csv"].path == "/data/given.csv" and got["plain.csv"].path is None
+
+
+@pytest.mark.parametrize("root", ["/w/t", "/w/t/", "s3://bucket/lake/t"])
+def test_relative_and_under_are_inverse_for_places_under_a_folder(root: str) -> None:
+    from lakehouse import storage
+
+    for rel in ("_staging/x", "_stream/inbox/k/a b.parquet", "deep/er/file"):
+        place = storage.join(root, rel)
+        assert storage.relative(root, place) == rel and storage.under(root, rel) == place
+    for other in ("/elsewhere/x", "s3://other/x", "/w/tt/x"):  # not under it: as they are
+        assert storage.relative(root, other) == other and storage.under(root, other) == other
+    assert storage.under(root, "") == ""

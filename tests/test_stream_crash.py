@@ -125,13 +125,14 @@ def staging_left(p: Project, table: str = "clicks") -> list[str]:
 
 
 def clone(template: Project, root: Path) -> Project:
-    """A copy of a project whose stream has staged rows: the stream state and the producers'
-    insert states name their staging folders and input files by absolute path, so those paths
-    are moved along (the copy must never touch the template's files)."""
+    """A copy of a project whose stream has staged rows: the stream state names its staging
+    folders relative to the table's folder, the producers' insert states name their input files
+    (the project's data/, outside the warehouse) by absolute path, so those are moved along (the
+    copy must never touch the template's files)."""
     shutil.copytree(template.root, root)
     old, new = str(template.root), str(root)
     wh = root / "warehouse" / "clicks"
-    for f in [wh / "_stream" / "state.json", *(wh / "_ingest").glob("*.json")]:
+    for f in wh.glob("_ingest/*.json"):
         f.write_text(f.read_text().replace(old, new))
     for f in wh.rglob("*"):
         if f.is_file() and "_delta_log" not in f.parts and f.suffix != ".parquet":

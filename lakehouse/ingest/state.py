@@ -295,6 +295,8 @@ class StateStore:
             raise LakehouseError(f"{path}: ingest state format {data.get('format')!r} is not {FORMAT_VERSION}")
         try:
             state = IngestState.from_json(data)
+            for f in state.files.values():  # a file under the table's folder (a producer's inbox) is kept relative
+                f.path = f.path and storage.under(self.paths.root, f.path)
             state.source = full  # the file is named by the real path; the key keeps its commits'
             return state
         except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -302,7 +304,10 @@ class StateStore:
 
     def save(self, state: IngestState) -> None:
         """Write ``state`` to its file (atomically)."""
-        write_json(self.path(state.source), state.to_json())
+        doc = state.to_json()
+        for f in doc["files"]:
+            f["path"] = f.get("path") and storage.relative(self.paths.root, f["path"])
+        write_json(self.path(state.source), doc)
 
     def all(self) -> list[IngestState]:
         """The states of every landing directory of the table."""

@@ -31,6 +31,19 @@ def join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *parts])
 
 
+def relative(root: str, place: str) -> str:
+    """A place under the folder ``root`` as a document under it keeps it (relative: the folder
+    copied, moved or synced elsewhere keeps its documents true); any other place as it is."""
+    prefix = root.rstrip("/") + "/"
+    return place[len(prefix):] if place.startswith(prefix) else place
+
+
+def under(root: str, place: str) -> str:
+    """``relative`` reversed: a relative place of a document under ``root`` where this process
+    reaches it; an absolute path or a URI as it is."""
+    return place if not place or place.startswith("/") or "://" in place else join(root, place)
+
+
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """A pyarrow filesystem and path for a local path or URI (works on executors too); an S3
     URI reaches the store lakehouse.objectstore describes."""

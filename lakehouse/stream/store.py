@@ -55,7 +55,7 @@ class StreamStore:
         except (OSError, ValueError) as e:
             raise LakehouseError(f"{self.state_path}: unreadable stream state: {e}") from None
         try:
-            return StreamState.from_json(self._placed(data, self._absolute))
+            return StreamState.from_json(self._placed(data, lambda p: storage.under(self.paths.root, p)))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LakehouseError(f"{self.state_path}: corrupt stream state: {e!r}") from None
 
@@ -70,7 +70,7 @@ class StreamStore:
         when fenced); events are logged by ``commit``, not here."""
         if self.fence is not None:
             self.fence()
-        write_json(self.state_path, self._placed(state.to_json(), self._relative))
+        write_json(self.state_path, self._placed(state.to_json(), lambda p: storage.relative(self.paths.root, p)))
 
     # The document's fields that name a place under the table's folder: a segment's staging folder
     # and the folder of its rows (an erasure's rewrite), an insert's rejects' staging folder.
@@ -86,16 +86,6 @@ class StreamStore:
                         if isinstance(data.get(key), str) and data[key]:
                             data[key] = how(data[key])
         return doc
-
-    def _relative(self, place: str) -> str:
-        """A place under the table's folder as the document keeps it (relative to the folder)."""
-        root = self.paths.root.rstrip("/") + "/"
-        return place[len(root):] if place.startswith(root) else place
-
-    def _absolute(self, place: str) -> str:
-        """A place of the document where this process reaches it (a state saved before places were
-        relative keeps its absolute ones)."""
-        return place if place.startswith("/") or "://" in place else join(self.paths.root, place)
 
     def commit(self, state: StreamState, events: list[Event] | None = None) -> None:
         """Save the state with its new events, then append them to the log: an event is logged
