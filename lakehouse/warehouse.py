@@ -65,6 +65,12 @@ class TablePaths:
         """The archive's books (Delta)."""
         return join(self.root, "_ledger")
 
+    @property
+    def erasure(self) -> str:
+        """A delete under way (``lakehouse delete``): its number and request, saved before it
+        changes anything and removed once it is finished."""
+        return join(self.root, "_state", "erasure.json")
+
 
 def history_path(warehouse: str) -> str:
     """The Delta table that records applied migrations."""

@@ -80,3 +80,23 @@ def test_a_delete_purged_just_before_a_checks_results_are_recorded_leaves_none_e
     history = lh.check_history("sales")
     assert history and all(r["sample"] == [] and r["observed"] is None for r in history)
     assert any(not r["ok"] and r["unexpected_count"] for r in history)  # its outcomes stay on record
+
+
+def test_a_check_beside_a_delete_under_way_in_another_process_records_outcomes_only(
+        checked: tuple[Project, Path], tmp_path: Path) -> None:
+    from tests.conftest import cli, wait_until
+
+    project, keys = checked
+    lh = project.lh
+    marker = tmp_path / "saved"
+    bg = cli(project, "delete", "sales", "--keys", str(keys), "--purge", background=True,
+             env={"LAKEHOUSE_PAUSE_AT": f"erase_after_save:20:{marker}"})
+    try:
+        wait_until(marker.exists, 120)  # saved, nothing erased yet: the rows are all still there
+        rep = lh.check("sales")
+        assert not rep.ok and all(c.sample == [] and c.observed is None and c.detail == WITHHELD for c in rep.checks)
+    finally:
+        out, err = bg.communicate(timeout=300)
+    assert bg.returncode == 0, err
+    assert holders(Path(project.settings.warehouse)) == {}
+    assert lh.check("sales").ok

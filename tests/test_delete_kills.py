@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from lakehouse import storage
-from lakehouse.erasure.job import STATE
 from tests.conftest import Project, cli
 from tests.test_delete import WAITING, Clock, build, rejected, visible
 
@@ -129,7 +128,7 @@ def test_a_killed_delete_is_finished_by_the_next_operation(point: str, template:
     want = sorted((set(model) - gone - waiting) | released)
     assert visible(p, "spark") == want and visible(p, "duckdb") == want, (point, op)
     assert rejected(p) == ["r2"]
-    assert not storage.exists(storage.join(lh.paths("sales").root, "_state", STATE))
+    assert not storage.exists(lh.paths("sales").erasure)
     first = [e for e in lh.erasures("sales") if e.number == 1]
     assert len(first) == 1 and first[0].predicate == WHERE
     e = first[0]

@@ -16,6 +16,7 @@ from lakehouse.archive import ledger_table, vectors
 from lakehouse.archive.state import current_snapshot, day_rows
 from lakehouse.erasure import archive
 from lakehouse.erasure.predicate import parse
+from lakehouse.erasure.selection import Selection
 from lakehouse.errors import LakehouseError
 from tests.conftest import SALES, Project
 
@@ -46,7 +47,7 @@ def test_only_days_with_a_match_are_rewritten_and_the_books_keep(spark: Any, pro
     from lakehouse.layout import layout
 
     old = {day: sorted(f.path for f in fs) for day, fs in layout(paths.archive, before.version).by_day().items()}
-    cond = parse(d, "shop = 1 AND id <> 's1'").sql  # s5, s9, ... on every day but one row kept
+    cond = Selection(parse(d, "shop = 1 AND id <> 's1'").sql)  # s5, s9, ... on every day but one row kept
     want = [r for r in data if not (r[1] == 1 and r[0] != "s1")]
     matched_days = {dt.date(2026, 11, 16 + i % 3) for i in range(60) if i % 4 == 1 and i != 1}
     res = archive.erase(spark, d, paths, cond, 3)
@@ -80,11 +81,18 @@ def test_only_days_with_a_match_are_rewritten_and_the_books_keep(spark: Any, pro
                                                        ["s2", 9, 1.0, "2026-11-18T05:00:00Z"]])])
     lh.archive("sales", now=dt.datetime(2026, 11, 21, 12, tzinfo=UTC))  # late rows into erased days
     ok(lh)
-    res = archive.erase(spark, d, paths, parse(d, "shop = 9 OR id = 'n1'").sql, 4)
+    res = archive.erase(spark, d, paths, Selection(parse(d, "shop = 9 OR id = 'n1'").sql), 4)
     assert res.rows == 2 and set(res.days) == {dt.date(2026, 11, 17), dt.date(2026, 11, 18)}
     ok(lh)
-    assert archive.erase(spark, d, paths, parse(d, "shop = 77").sql, 5).days == {}  # nothing matched: no commit
+    assert archive.erase(spark, d, paths, Selection(parse(d, "shop = 77").sql), 5).days == {}  # nothing matched: no commit
     assert current_snapshot(paths.archive).erasures == 4
+    import pyarrow as pa
+
+    keys = pa.table({"id": pa.array(["s2", "s3", "s3", "s40", "nobody"])})  # a join: s2 gone, s3 given twice
+    res = archive.erase(spark, d, paths, Selection.of_keys(d, keys, inline=0), 6)  # the books checked in it
+    assert res.rows == 2 and set(res.days) == {dt.date(2026, 11, 16 + 3 % 3), dt.date(2026, 11, 16 + 40 % 3)}
+    ok(lh)
+    assert {"s2", "s3", "s40"} & set(lh.query("SELECT id FROM sales").column("id").to_pylist()) == set()
 
 
 def test_a_rewrite_that_fails_before_its_commit_leaves_nothing(spark: Any, project: Project,
@@ -104,7 +112,7 @@ def test_a_rewrite_that_fails_before_its_commit_leaves_nothing(spark: Any, proje
 
     monkeypatch.setattr(crashpoints, "reached", boom)
     with pytest.raises(LakehouseError, match="injected"):
-        archive.erase(spark, d, paths, parse(d, "shop = 2").sql, 1)
+        archive.erase(spark, d, paths, Selection(parse(d, "shop = 2").sql), 1)
     assert current_snapshot(paths.archive) == before
     assert sorted(f.path for f in vectors.list_files(paths.vectors)[0]) == listed
     from lakehouse import storage
@@ -114,5 +122,5 @@ def test_a_rewrite_that_fails_before_its_commit_leaves_nothing(spark: Any, proje
         assert not [n for n in names if "-e1" in n], names  # the rewrite's data files are gone
     assert storage.list_names(paths.staging) == []
     monkeypatch.undo()
-    assert archive.erase(spark, d, paths, parse(d, "shop = 2").sql, 1).rows == 6
+    assert archive.erase(spark, d, paths, Selection(parse(d, "shop = 2").sql), 1).rows == 6
     ok(lh)

@@ -369,6 +369,8 @@ def test_files_under_the_tables_folder_are_kept_relative_and_read_where_the_fold
     got = there.load(source).files
     assert got["rows-1.parquet"].path == storage.join(there.paths.root, "_stream", "inbox", "k", "rows-1.parquet")
     assert got["given.csv"].path == "/data/given.csv" and got["plain.csv"].path is None
+    [every] = there.all()
+    assert every.files["rows-1.parquet"].path == got["rows-1.parquet"].path
 
 
 @pytest.mark.parametrize("root", ["/w/t", "/w/t/", "s3://bucket/lake/t"])

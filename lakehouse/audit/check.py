@@ -7,12 +7,13 @@ lakehouse.audit.files), then the ``quality:`` expectations through Great Expecta
 in scope read into Spark's cache first, up to ``CACHE_BYTES``, when GE asks for unexpected rows),
 and appends every result to ``<warehouse>/_quality/results`` (``check --history``).
 
-A delete that erases from the table after the versions a run read (``lakehouse delete``, maybe
-with ``--purge``, takes the table's lease; a check takes none) makes the run keep its outcomes and
-counts only: no sample or observed value of it is recorded, and the table's Great Expectations
-validation results and Data Docs pages go (the next check writes them anew); a delete that commits
-while the results are being recorded empties the table's samples on record after them (and, when
-it purged already, cuts the results table's history as its purge did).
+A delete that erases from the table after the versions a run read, or is under way when it
+records (``lakehouse delete``, maybe with ``--purge``, takes the table's lease; a check takes
+none), makes the run keep its outcomes and counts only: no sample, observed value or detail of it
+is recorded, and the table's Great Expectations validation results and Data Docs pages go (the
+next check writes them anew). A delete that commits while the results are being recorded is
+waited for (its lease), then the table's values on record are emptied and, when it purged, the
+results table's history is cut as its purge did.
 
 ``quality.gate`` runs the same on the staged day batches of an archive run, before its commit
 (``archive.checks: before_commit``).
@@ -20,10 +21,12 @@ it purged already, cuts the results table's history as its purge did).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from typing import TYPE_CHECKING
 
+from lakehouse import storage
 from lakehouse.definitions import PARTITION_COLUMN
 from lakehouse.errors import LakehouseError
 from lakehouse.quality import gx, results
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from lakehouse.audit.files import ArchiveFiles, Check
     from lakehouse.query import TableSource
     from lakehouse.query.split import Split
+    from lakehouse.warehouse import TablePaths
 
 UTC = dt.timezone.utc
 SCOPES = ("all", "live", "archive")
@@ -47,6 +51,8 @@ jobs per expectation, each reading the rows in scope again (lakehouse.quality.gx
 scope whose data files hold up to this many bytes (compressed; its days only, with ``--day``) is
 then read once into Spark's cache (memory, then the executors' disks) and released after."""
 WITHHELD = "values withheld: a delete erased rows of the table during the check"
+LEASE_WAIT = 600.0
+"""Seconds a check whose results a delete overtook waits for the delete (and its purge) to finish."""
 
 
 def _frames(spark: "SparkSession", split: "Split", scope: str, day: dt.date | None) -> dict[str, "DataFrame"]:
@@ -95,12 +101,14 @@ def run(spark: "SparkSession", source: "TableSource", warehouse: str, scope: str
                                      docs=docs, cache=cache)
     if d.quality and docs:
         report.docs = gx.docs_index(warehouse)
-    if _erased_since(split):  # the rows read may hold values a delete erased meanwhile (and purged)
+    paths = split.source.paths
+    withheld = bool(_erased_since(split)) or storage.exists(paths.erasure)
+    if withheld:  # the rows read may hold values a delete erased meanwhile (and purged), or is erasing
         _withhold(report, warehouse)
     record(warehouse, report, trigger)
-    erased = _erased_since(split)
-    if erased:  # ... or it erased them (and purged) while the results were being recorded
-        _forget(warehouse, d.name, split.source.paths.live, erased)
+    erased = 0 if withheld else _erased_since(split)
+    if erased:  # ... or a delete erased them (and purged) while the results were being recorded
+        _forget(warehouse, paths, erased)
     return report
 
 
@@ -118,26 +126,31 @@ def _erased_since(split: "Split") -> int:
     return found
 
 
-def _forget(warehouse: str, table: str, live: str, erasure: int) -> None:
-    """The values of ``table``'s results on record emptied and its GE validations removed, as a
-    purge does; when ``erasure`` was purged already (before this run's results were recorded), the
-    results table's history is cut as the purge cut it, so no version holds them."""
+def _forget(warehouse: str, paths: "TablePaths", erasure: int) -> None:
+    """What a purge does to the table's quality results, again, after the delete (it holds the
+    table's lease until its purge is done; waited for): values on record emptied, GE validations
+    removed, and when ``erasure`` was purged, the results table's history cut as the purge cut it,
+    so no version holds what this run recorded."""
     from lakehouse import delta_log
     from lakehouse.archive.state import PURGE_APP_ID
+    from lakehouse.lease import table_lease, within
 
-    results.clear_samples(warehouse, table)
-    gx.forget_validations(warehouse, table)
-    if (delta_log.txn_version(live, PURGE_APP_ID) or 0) >= erasure:
-        delta_log.cut_and_drop(results.results_path(warehouse), (PURGE_APP_ID, erasure))
+    with contextlib.ExitStack() as stack:
+        within(lambda: stack.enter_context(table_lease(paths, "check")), LEASE_WAIT,
+               f"check {paths.name}: the table's lease, to empty values a delete erased meanwhile")
+        results.clear_samples(warehouse, paths.name)
+        gx.forget_validations(warehouse, paths.name)
+        path = results.results_path(warehouse)
+        if (delta_log.txn_version(paths.live, PURGE_APP_ID) or 0) >= erasure and delta_log.exists(path):
+            delta_log.cut_and_drop(path, (PURGE_APP_ID, erasure))
 
 
 def _withhold(report: Report, warehouse: str) -> None:
-    """Keep a check's outcomes and counts, not the values it saw (samples, what it observed), nor
-    Great Expectations' validation results and Data Docs pages of the table: a delete ran during
-    the check, and what the check read may hold the rows it erased."""
+    """Keep a check's outcomes and counts, not the values it saw (samples, what it observed, the
+    details that may name them), nor Great Expectations' validation results and Data Docs pages of
+    the table: a delete ran during the check, and what the check read may hold rows it erased."""
     for c in report.checks:
-        c.sample, c.observed = [], None
-        c.detail = "; ".join(x for x in (c.detail, WITHHELD) if x)
+        c.sample, c.observed, c.detail = [], None, WITHHELD
     gx.forget_validations(warehouse, report.table)
 
 

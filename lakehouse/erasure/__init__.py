@@ -5,7 +5,7 @@ keeps the books, and (``--purge``, or VACUUM after the retention) removes the by
 - ``matching``: which rows it matches where rows are held as Arrow (staged rows, rejects' parsed
   records): DuckDB with Spark's semantics, the same rows Spark's ``DELETE ... WHERE`` erases.
 - ``selection``: the rows Spark selects in a Delta part (the condition, or a join with many keys).
-- The parts' steps: staged rows (``stream.erase``), ``live`` (Spark ``DELETE``), ``archive``
+- The parts' steps: staged rows (``stream.erase``), ``live`` (Spark ``DELETE``, or ``MERGE``), ``archive``
   (only the days holding a matched row rewritten in one pass at the unchanged cutoff, vector
   files of the erasure's generation, one commit, the ledger's rows), ``rejects``.
 - ``job``: the delete under the table's lease, plan first (``--dry-run``), saved before anything

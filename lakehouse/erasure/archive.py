@@ -3,7 +3,8 @@ each rewritten the way an archiving run rewrites a day, without live rows and at
 cutoff.
 
 One pass (``archive.onepass``): the days' rows at the archive's version, each on the side
-``kept`` or ``deleted`` (the predicate true: Spark's ``DELETE`` semantics, a NULL keeps the row)
+``kept`` or ``deleted`` (``erasure.selection``: the predicate true, Spark's ``DELETE`` semantics,
+a NULL keeps the row; or the key among many keys joined)
 with its row hash; one shuffle by day, one sort by the table's total order, and in the sort's
 tasks the days' new data files (named by the unchanged cutoff and this rewrite's run id) and
 vector files of a new generation (``<day>-<cutoff>.<erasure>``: readers take, per day, the

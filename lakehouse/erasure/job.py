@@ -12,7 +12,8 @@ operations take the stream's own lease, one at a time):
    rows the archive holds purged, the books repaired.
 2. **Staged rows** (``stream.erase``): first, since a release after this step carries no
    matched row (releases finished before it are in live for step 3). [erase_after_staged]
-3. **Live** (``live.erase``: Spark ``DELETE``, SetTransaction (``lakehouse.erasure``, N)).
+3. **Live** (``live.erase``: Spark ``DELETE``, a ``MERGE`` for many keys, SetTransaction
+   (``lakehouse.erasure``, N)).
    [erase_after_live]
 4. **Archive** (``archive.erase``: the touched days rewritten, one commit with N).
    [erase_after_archive_write, erase_after_archive_commit, erase_after_archive]
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 UTC = dt.timezone.utc
-STATE = "erasure.json"
 KEYS = "erasure-keys.parquet"
 
 
@@ -203,7 +203,7 @@ def plan(spark: SparkSession, definition: TableDefinition, paths: TablePaths, re
 
 
 def _state(paths: TablePaths) -> str:
-    return join(paths.root, "_state", STATE)
+    return paths.erasure
 
 
 def _saved(paths: TablePaths) -> dict[str, Any] | None:

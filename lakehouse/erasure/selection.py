@@ -55,12 +55,14 @@ class Selection:
         return self.condition if self.keys is None else f"a join with {self.keys.num_rows} key(s)"
 
     def keys_frame(self, spark: SparkSession) -> DataFrame:
-        """The keys as a Spark frame of the key's columns, each typed as the table's column."""
+        """The keys as a Spark frame of the key's columns, each typed as the table's column, each
+    key once."""
         from pyspark.sql import functions as F
 
         assert self.keys is not None
         frame = spark.createDataFrame(self.keys)
-        return frame.select(*[F.col(spark_ident(k)).cast(t).alias(k) for k, t in zip(self.key, self.types)])
+        typed = frame.select(*[F.col(spark_ident(k)).cast(t).alias(k) for k, t in zip(self.key, self.types)])
+        return typed.distinct()  # each key once (Spark's join takes NaN = NaN): a join never doubles a row
 
     def selected(self, spark: SparkSession, rows: DataFrame) -> DataFrame:
         """The selected rows of ``rows``."""

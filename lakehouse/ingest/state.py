@@ -294,13 +294,19 @@ class StateStore:
         if data.get("format") != FORMAT_VERSION:
             raise LakehouseError(f"{path}: ingest state format {data.get('format')!r} is not {FORMAT_VERSION}")
         try:
-            state = IngestState.from_json(data)
-            for f in state.files.values():  # a file under the table's folder (a producer's inbox) is kept relative
-                f.path = f.path and storage.under(self.paths.root, f.path)
+            state = self._decoded(data)
             state.source = full  # the file is named by the real path; the key keeps its commits'
             return state
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LakehouseError(f"{path}: corrupt ingest state: {e!r}") from None
+
+    def _decoded(self, data: dict[str, Any]) -> IngestState:
+        """A state from its document: a file under the table's folder (a producer's inbox), kept
+        relative to it, where this process reaches it."""
+        state = IngestState.from_json(data)
+        for f in state.files.values():
+            f.path = f.path and storage.under(self.paths.root, f.path)
+        return state
 
     def save(self, state: IngestState) -> None:
         """Write ``state`` to its file (atomically)."""
@@ -315,7 +321,7 @@ class StateStore:
         for name in storage.list_names(self.folder):
             if name.endswith(".json") and not name.startswith("."):
                 try:
-                    out.append(IngestState.from_json(storage.read_json(join(self.folder, name))))
+                    out.append(self._decoded(storage.read_json(join(self.folder, name))))
                 except (ValueError, KeyError, TypeError, AttributeError) as e:
                     raise LakehouseError(f"{join(self.folder, name)}: corrupt ingest state: {e!r}") from None
         return out

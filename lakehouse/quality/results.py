@@ -61,9 +61,10 @@ def history(warehouse: str, table: str, check: str | None = None) -> list[dict[s
 
 
 def clear_samples(warehouse: str, table: str) -> int:
-    """Empty the samples of ``table``'s results on record and what they observed (a delete's
-    purge: a sample, a column's maximum or its distinct values may show an erased row's value;
-    the outcomes and unexpected counts stay); results changed."""
+    """Empty the samples of ``table``'s results on record, what they observed and their details (a
+    delete's purge: a sample, a column's maximum, its distinct values or a detail naming a vector
+    file's record may show an erased row's value; the outcomes and unexpected counts stay);
+    results changed."""
     path = results_path(warehouse)
     if not delta_log.exists(path):
         return 0
@@ -77,10 +78,12 @@ def clear_samples(warehouse: str, table: str) -> int:
         mine = pc.equal(t["table_name"], table)
         sampled = pc.and_(mine, pc.not_equal(pc.fill_null(t["sample"], "[]"), "[]"))
         valued = pc.and_(mine, pc.not_equal(pc.fill_null(t["observed"], "null"), "null"))
-        changed = int(pc.sum(pc.or_(sampled, valued)).as_py() or 0)
+        told = pc.and_(mine, pc.not_equal(pc.fill_null(t["detail"], ""), ""))
+        changed = int(pc.sum(pc.or_(pc.or_(sampled, valued), told)).as_py() or 0)
         if not changed:
             return None
         t = t.set_column(t.schema.get_field_index("sample"), "sample", pc.if_else(sampled, pa.scalar("[]"), t["sample"]))
+        t = t.set_column(t.schema.get_field_index("detail"), "detail", pc.if_else(told, pa.scalar(""), t["detail"]))
         return t.set_column(t.schema.get_field_index("observed"), "observed",
                             pc.if_else(valued, pa.scalar("null"), t["observed"]))
 
