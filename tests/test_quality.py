@@ -213,12 +213,14 @@ def test_before_commit_gate_refuses_an_archive_run_then_a_fix_commits(project, s
     with pytest.raises(QualityGateFailed) as e:
         p.lh.archive("trips", now=ts("2026-11-20T01:00:00Z"))
     msg = str(e.value)
-    assert "expect_column_values_to_be_between(fare_total)" in msg and "t4" in msg and "nothing was committed" in msg
+    assert "expect_column_values_to_be_between(fare_total)" in msg and "nothing was committed" in msg
+    assert "t4" not in msg and "-3" not in msg and "--history" in msg  # no row value in what status and jobs keep
     after = p.lh.tables()[0]
     assert (after.cutoff, after.live_rows, after.archive_rows) == (before.cutoff, 14, 0)
     assert not list(Path(p.lh.paths("trips").vectors).rglob("2026*"))
     staged = [h for h in p.lh.check_history("trips") if h["scope"] == "staged"]
     assert {h["trigger"] for h in staged} == {"archive"} and any(not h["ok"] for h in staged)
+    assert any("t4" in json.dumps(h["sample"]) for h in staged)  # the sample rows are on record
 
     out = {o.decision.job: o for o in p.lh.jobs_run(now=ts("2026-11-20T01:00:00Z"))}
     arch = out["archive"].runs[-1]
