@@ -140,7 +140,7 @@ SCOPE_SECONDS = {
     "test_stream_kills.py::test_random_kills_lose_and_double_nothing[303]": 40,
     "test_archive_crash.py": 160, "test_stream.py": 100, "test_query_parity.py": 120, "test_tpch.py": 100, "test_functions_parity.py": 60, "test_casing.py": 15, "test_ingest_crash.py": 55,
     "test_ingest.py": 75, "test_archive_memory.py": 45, "test_jobs.py": 190, "test_notebooks.py": 125,
-    "test_quality.py": 105, "test_query.py": 45, "test_load_crash.py": 25, "test_archive.py": 175,
+    "test_quality.py": 125, "test_query.py": 45, "test_load_crash.py": 25, "test_archive.py": 175,
     "test_time_travel.py": 85, "test_live.py": 70, "test_delta_log.py": 25, "test_cli.py": 50, "test_load.py": 60,
     "test_ledger.py": 60, "test_stream_interleavings.py": 50, "test_lateness_e2e.py": 20, "test_stream_model.py": 15,
     "test_server.py": 220, "test_format_contract.py": 55, "test_no_spark.py": 30, "test_tour.py": 50,

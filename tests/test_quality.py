@@ -260,3 +260,21 @@ def test_the_check_command_exit_code_json_and_docs_path(trips):
     assert r.exit_code == 0 and {x["check"] for x in json.loads(r.stdout)} == {c["name"] for c in doc["checks"]}
     r = invoke("check", "trips", "--scope", "nowhere")
     assert r.exit_code == 2
+
+
+def test_a_warehouse_moved_elsewhere_writes_its_data_docs_where_it_is(trips, tmp_path):
+    """GE's Data Docs site names its folder by absolute path in the warehouse's GE config: a moved
+    warehouse's next check writes the Docs under the new place, never under the old one."""
+    import shutil
+
+    from tests.conftest import Project
+
+    assert trips.lh.check("trips").docs
+    old = Path(trips.settings.warehouse) / "_quality" / "docs"
+    moved = tmp_path / "moved" / "proj"
+    moved.parent.mkdir()
+    shutil.move(str(trips.root), str(moved))
+    there = Project(moved)
+    rep = there.lh.check("trips")
+    assert rep.docs == os.path.join(there.settings.warehouse, "_quality", "docs", "index.html")
+    assert Path(rep.docs).is_file() and not old.exists()

@@ -110,11 +110,16 @@ def _context(warehouse: str) -> Any:
     sites = ctx.config.data_docs_sites or {}
     for name in [n for n in sites if n != SITE]:
         ctx.delete_data_docs_site(name)  # GE's default site under gx/uncommitted: one site only
-    if SITE not in (ctx.config.data_docs_sites or {}):
+    docs = os.path.join(root, "docs")
+    site = (ctx.config.data_docs_sites or {}).get(SITE)
+    if site is not None and (site.get("store_backend") or {}).get("base_directory") != docs:
+        ctx.delete_data_docs_site(SITE)  # a warehouse moved or copied: its Docs go where it is now
+        site = None
+    if site is None:
         ctx.add_data_docs_site(SITE, {
             "class_name": "SiteBuilder",
             "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                              "base_directory": os.path.join(root, "docs")},
+                              "base_directory": docs},
             "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
         })
     return ctx
