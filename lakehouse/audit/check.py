@@ -50,7 +50,7 @@ CACHE_BYTES = 2 << 30
 jobs per expectation, each reading the rows in scope again (lakehouse.quality.gx.validate). A
 scope whose data files hold up to this many bytes (compressed; its days only, with ``--day``) is
 then read once into Spark's cache (memory, then the executors' disks) and released after."""
-WITHHELD = "values withheld: a delete erased rows of the table during the check"
+WITHHELD = "values withheld: a delete erased rows of the table during the check, or one is unfinished"
 LEASE_WAIT = 600.0
 """Seconds a check whose results a delete overtook waits for the delete (and its purge) to finish."""
 
