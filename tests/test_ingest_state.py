@@ -376,10 +376,11 @@ def test_files_under_the_tables_folder_are_kept_relative_and_read_where_the_fold
 @pytest.mark.parametrize("root", ["/w/t", "/w/t/", "s3://bucket/lake/t"])
 def test_relative_and_under_are_inverse_for_places_under_a_folder(root: str) -> None:
     from lakehouse import storage
+    from lakehouse.storage.paths import relative, under
 
     for rel in ("_staging/x", "_stream/inbox/k/a b.parquet", "deep/er/file"):
         place = storage.join(root, rel)
-        assert storage.relative(root, place) == rel and storage.under(root, rel) == place
+        assert relative(root, place) == rel and under(root, rel) == place
     for other in ("/elsewhere/x", "s3://other/x", "/w/tt/x"):  # not under it: as they are
-        assert storage.relative(root, other) == other and storage.under(root, other) == other
-    assert storage.under(root, "") == ""
+        assert relative(root, other) == other and under(root, other) == other
+    assert under(root, "") == ""

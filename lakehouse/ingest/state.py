@@ -26,6 +26,7 @@ from lakehouse.errors import LakehouseError
 from lakehouse.ingest.tsort import T
 from lakehouse.lease import LeaseHeld, exclusive
 from lakehouse.storage import absolute, is_local, join, write_json
+from lakehouse.storage.paths import relative, under
 from lakehouse.warehouse import TablePaths
 
 STATUSES = ("queued", "ingested", "late", "failed", "discarded")
@@ -305,14 +306,14 @@ class StateStore:
         relative to it, where this process reaches it."""
         state = IngestState.from_json(data)
         for f in state.files.values():
-            f.path = f.path and storage.under(self.paths.root, f.path)
+            f.path = f.path and under(self.paths.root, f.path)
         return state
 
     def save(self, state: IngestState) -> None:
         """Write ``state`` to its file (atomically)."""
         doc = state.to_json()
         for f in doc["files"]:
-            f["path"] = f.get("path") and storage.relative(self.paths.root, f["path"])
+            f["path"] = f.get("path") and relative(self.paths.root, f["path"])
         write_json(self.path(state.source), doc)
 
     def all(self) -> list[IngestState]:

@@ -29,15 +29,7 @@ import pyarrow.fs as pafs
 from lakehouse import objectstore
 from lakehouse.objectstore import is_s3
 from lakehouse.storage import s3 as s3io
-from lakehouse.storage.paths import (
-    absolute,
-    filesystem,
-    is_local,
-    join,
-    local_path,
-    relative,
-    under,
-)
+from lakehouse.storage.paths import absolute, filesystem, is_local, join, local_path
 from lakehouse.storage.s3 import (
     check_reachable,
     is_transient,
@@ -46,7 +38,7 @@ from lakehouse.storage.s3 import (
 )
 
 __all__ = ["absolute", "check_reachable", "filesystem", "is_local", "is_transient", "join", "local_path",
-           "relative", "require_conditional_writes", "transient", "under"]  # with every definition below
+           "require_conditional_writes", "transient"]  # with every definition below
 
 
 # -- reading ------------------------------------------------------------------------------------

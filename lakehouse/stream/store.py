@@ -22,6 +22,7 @@ from lakehouse import storage
 from lakehouse.errors import LakehouseError
 from lakehouse.lease import Lease, LeaseHeld, within
 from lakehouse.storage import join, lines, write_json
+from lakehouse.storage.paths import relative, under
 from lakehouse.stream.entries import Event
 from lakehouse.stream.model import StreamState
 from lakehouse.warehouse import TablePaths
@@ -55,7 +56,7 @@ class StreamStore:
         except (OSError, ValueError) as e:
             raise LakehouseError(f"{self.state_path}: unreadable stream state: {e}") from None
         try:
-            return StreamState.from_json(self._placed(data, lambda p: storage.under(self.paths.root, p)))
+            return StreamState.from_json(self._placed(data, lambda p: under(self.paths.root, p)))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LakehouseError(f"{self.state_path}: corrupt stream state: {e!r}") from None
 
@@ -70,7 +71,7 @@ class StreamStore:
         when fenced); events are logged by ``commit``, not here."""
         if self.fence is not None:
             self.fence()
-        write_json(self.state_path, self._placed(state.to_json(), lambda p: storage.relative(self.paths.root, p)))
+        write_json(self.state_path, self._placed(state.to_json(), lambda p: relative(self.paths.root, p)))
 
     # The document's fields that name a place under the table's folder: a segment's staging folder
     # and the folder of its rows (an erasure's rewrite), an insert's rejects' staging folder.
