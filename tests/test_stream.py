@@ -443,3 +443,36 @@ def test_a_warehouse_moved_elsewhere_keeps_its_staged_rows_and_releases_them(spa
     there.lh.table("clicks").producer("P1", clock=clock).detach()
     assert users(there) == [2]
     assert there.lh.stream_status("clicks", "2026-11-20T12:00:00Z")["staged"] == 0
+
+
+def test_a_copy_of_a_warehouse_whose_state_names_absolute_places_reads_and_removes_only_its_own(
+        spark: Any, project: Project, tmp_path: Any) -> None:
+    """A state saved before places were relative names the original's staging folders: a copy's
+    stream reads its own copies of them, and releasing there leaves the original's in place."""
+    import shutil
+
+    from tests.conftest import Project as Proj
+
+    clicks(project)
+    clock = Clock("2026-11-20T12:00:00Z")
+    t = project.lh.table("clicks")
+    p1, p2 = t.producer("P1", clock=clock), t.producer("P2", clock=clock)
+    p1.attach("2026-11-20T10:00:00Z")
+    p2.attach("2026-11-20T10:05:00Z")
+    p2.insert([row(2, "2026-11-20T10:05:00Z")])
+    table_root = project.root / "warehouse" / "clicks"
+    state_file = table_root / "_stream" / "state.json"
+    state = json.loads(state_file.read_text())
+    for seg in state["segments"]:  # as an older lakehouse saved it
+        seg["data"]["path"] = str(table_root / seg["data"]["path"])
+    state_file.write_text(json.dumps(state))
+    original = sorted(p.name for p in (table_root / "_staging").iterdir())
+    assert original
+    copy = tmp_path / "copy" / "proj"
+    shutil.copytree(project.root, copy)
+    there = Proj(copy)
+    assert there.lh.stream_status("clicks", "2026-11-20T12:00:00Z")["staged"] == 1
+    there.lh.table("clicks").producer("P1", clock=clock).detach()
+    assert users(there) == [2]
+    assert sorted(p.name for p in (table_root / "_staging").iterdir()) == original  # the original's untouched
+    assert project.lh.stream_status("clicks", "2026-11-20T12:00:00Z")["staged"] == 1 and users(project) == []

@@ -9,7 +9,8 @@
 
 Staged rows stay where the write path staged them (``_staging/...``); a segment names them,
 relative to the table's folder in the document (a warehouse copied or moved elsewhere, or synced
-to another bucket, keeps its stream), absolute in memory.
+to another bucket, keeps its stream; an older state's absolute places are moved along on read),
+absolute in memory.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class StreamStore:
         except (OSError, ValueError) as e:
             raise LakehouseError(f"{self.state_path}: unreadable stream state: {e}") from None
         try:
-            return StreamState.from_json(self._placed(data, lambda p: under(self.paths.root, p)))
+            return StreamState.from_json(self._placed(data, self._here))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise LakehouseError(f"{self.state_path}: corrupt stream state: {e!r}") from None
 
@@ -87,6 +88,17 @@ class StreamStore:
                         if isinstance(data.get(key), str) and data[key]:
                             data[key] = how(data[key])
         return doc
+
+    def _here(self, place: str) -> str:
+        """A place of the document where this process reaches it: relative ones under the table's
+        folder; an absolute one a state saved before places were relative holds, when it names a
+        staging folder of this table's elsewhere (the warehouse was copied or moved since), in
+        this table's staging (a copy never reads, nor removes, the original's)."""
+        place = under(self.paths.root, place)
+        mark = f"/{self.paths.name}/_staging/"
+        if not place.startswith(self.paths.root.rstrip("/") + "/") and mark in place:
+            return join(self.paths.staging, place.rsplit(mark, 1)[1])
+        return place
 
     def commit(self, state: StreamState, events: list[Event] | None = None) -> None:
         """Save the state with its new events, then append them to the log: an event is logged
