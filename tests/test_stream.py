@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 from typing import Any
 
 import pyarrow as pa
@@ -418,12 +419,8 @@ def test_an_insert_killed_before_registration_is_discarded_by_vacuum_when_its_pr
     assert users(project) == [3] and project.lh.rejects("clicks") == []
 
 
-def test_a_warehouse_moved_elsewhere_keeps_its_staged_rows_and_releases_them(spark: Any, project: Project,
-                                                                           tmp_path: Any) -> None:
-    import shutil
-
-    from tests.conftest import Project as Proj
-
+def staged_row_waiting(project: Project) -> Clock:
+    """clicks with P1 holding the watermark at 10:00 and P2's row of 10:05 staged (its clock)."""
     clicks(project)
     clock = Clock("2026-11-20T12:00:00Z")
     t = project.lh.table("clicks")
@@ -431,6 +428,12 @@ def test_a_warehouse_moved_elsewhere_keeps_its_staged_rows_and_releases_them(spa
     p1.attach("2026-11-20T10:00:00Z")
     p2.attach("2026-11-20T10:05:00Z")
     assert p2.insert([row(2, "2026-11-20T10:05:00Z")]).as_dict()["rows_staged"] == 1
+    return clock
+
+
+def test_a_warehouse_moved_elsewhere_keeps_its_staged_rows_and_releases_them(spark: Any, project: Project,
+                                                                           tmp_path: Any) -> None:
+    clock = staged_row_waiting(project)
     # the state names staged rows relative to the table's folder
     state = json.loads((project.root / "warehouse" / "clicks" / "_stream" / "state.json").read_text())
     [seg] = state["segments"]
@@ -438,7 +441,7 @@ def test_a_warehouse_moved_elsewhere_keeps_its_staged_rows_and_releases_them(spa
     moved = tmp_path / "elsewhere" / "proj"
     moved.parent.mkdir()
     shutil.move(str(project.root), str(moved))
-    there = Proj(moved)
+    there = Project(moved)
     assert there.lh.stream_status("clicks", "2026-11-20T12:00:00Z")["staged"] == 1
     there.lh.table("clicks").producer("P1", clock=clock).detach()
     assert users(there) == [2]
@@ -449,17 +452,7 @@ def test_a_copy_of_a_warehouse_whose_state_names_absolute_places_reads_and_remov
         spark: Any, project: Project, tmp_path: Any) -> None:
     """A state saved before places were relative names the original's staging folders: a copy's
     stream reads its own copies of them, and releasing there leaves the original's in place."""
-    import shutil
-
-    from tests.conftest import Project as Proj
-
-    clicks(project)
-    clock = Clock("2026-11-20T12:00:00Z")
-    t = project.lh.table("clicks")
-    p1, p2 = t.producer("P1", clock=clock), t.producer("P2", clock=clock)
-    p1.attach("2026-11-20T10:00:00Z")
-    p2.attach("2026-11-20T10:05:00Z")
-    p2.insert([row(2, "2026-11-20T10:05:00Z")])
+    clock = staged_row_waiting(project)
     table_root = project.root / "warehouse" / "clicks"
     state_file = table_root / "_stream" / "state.json"
     state = json.loads(state_file.read_text())
@@ -470,7 +463,7 @@ def test_a_copy_of_a_warehouse_whose_state_names_absolute_places_reads_and_remov
     assert original
     copy = tmp_path / "copy" / "proj"
     shutil.copytree(project.root, copy)
-    there = Proj(copy)
+    there = Project(copy)
     assert there.lh.stream_status("clicks", "2026-11-20T12:00:00Z")["staged"] == 1
     there.lh.table("clicks").producer("P1", clock=clock).detach()
     assert users(there) == [2]

@@ -202,13 +202,9 @@ def plan(spark: SparkSession, definition: TableDefinition, paths: TablePaths, re
 # -- the saved delete -----------------------------------------------------------------------------
 
 
-def _state(paths: TablePaths) -> str:
-    return paths.erasure
-
-
 def _saved(paths: TablePaths) -> dict[str, Any] | None:
     try:
-        doc = storage.read_json(_state(paths))
+        doc = storage.read_json(paths.erasure)
     except FileNotFoundError:
         return None
     return doc if isinstance(doc, dict) else None
@@ -217,7 +213,7 @@ def _saved(paths: TablePaths) -> dict[str, Any] | None:
 def _save(paths: TablePaths, doc: dict[str, Any], lease: Lease | None) -> None:
     if lease is not None:
         lease.check()  # (a process whose lease ran out saves nothing)
-    storage.write_json(_state(paths), doc)
+    storage.write_json(paths.erasure, doc)
 
 
 def _saved_request(definition: TableDefinition, paths: TablePaths, doc: dict[str, Any]) -> Request:
@@ -306,7 +302,7 @@ def execute(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
     crashpoints.reached("erase_after_audit")
     if lease is not None:
         lease.check()
-    storage.delete(_state(paths))  # first: a saved delete always has its keys
+    storage.delete(paths.erasure)  # first: a saved delete always has its keys
     storage.delete(join(paths.root, "_state", KEYS))
     return result
 
@@ -338,7 +334,7 @@ def _finish(spark_factory: Callable[[], SparkSession], warehouse: str, definitio
     except (InputError, OSError) as e:
         raise LakehouseError(
             f"delete {definition.name}: erasure {doc.get('number')} was interrupted and cannot be finished: "
-            f"{first_line(e)}; fix that, or give it up by removing {_state(paths)} (its steps done are in it)"
+            f"{first_line(e)}; fix that, or give it up by removing {paths.erasure} (its steps done are in it)"
         ) from None
     return execute(spark_factory, warehouse, definition, req, lease, report, doc)
 

@@ -50,10 +50,6 @@ class Selection:
         types = {c.name: c.type.spark_ddl() for c in definition.columns}
         return cls("", keys.select(list(key)), key, tuple(types[k] for k in key))
 
-    def said(self) -> str:
-        """The selection in messages (never the keys themselves)."""
-        return self.condition if self.keys is None else f"a join with {self.keys.num_rows} key(s)"
-
     def keys_frame(self, spark: SparkSession) -> DataFrame:
         """The keys as a Spark frame of the key's columns, each typed as the table's column, each
     key once."""
